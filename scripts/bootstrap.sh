@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Install everything the demo and the tests need on a Debian 12 host, idempotently:
+# system packages, a pinned virtualenv (.venv), the collection link that lets Ansible resolve
+# longhaul.trainnet.* from this checkout, and the locally built base image.
+# Usage: source scripts/bootstrap.sh   (or run it; sourcing also exports PATH/CONTAINERS_CONF)
+set -euo pipefail
+
+TRAINNET_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export TRAINNET_ROOT
+
+APT_PACKAGES=(podman runc debootstrap iperf3 nftables iproute2 iputils-ping wireguard-tools
+              wireguard-go python3-venv rsync git procps util-linux)
+
+bootstrap_apt() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "bootstrap: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+bootstrap_venv() {
+  local venv="$TRAINNET_ROOT/.venv" stamp want
+  want="$(sha256sum "$TRAINNET_ROOT/requirements-dev.txt" | cut -c1-16)"
+  stamp="$venv/.trainnet-requirements"
+  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    return 0
+  fi
+  echo "bootstrap: creating $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$TRAINNET_ROOT/requirements-dev.txt"
+  echo "$want" > "$stamp"
+}
+
+bootstrap_collection_link() {
+  # ansible.cfg points collections_path at .collections; ansible-test gets its own copy.
+  local dir="$TRAINNET_ROOT/.collections/ansible_collections/longhaul"
+  mkdir -p "$dir"
+  [[ -L "$dir/trainnet" ]] || ln -sfn ../../.. "$dir/trainnet"
+}
+
+main() {
+  if [[ $EUID -ne 0 ]]; then
+    echo "bootstrap: run as root (podman with --privileged, network namespaces and apt need it)" >&2
+    return 1
+  fi
+  bootstrap_apt
+  bootstrap_venv
+  bootstrap_collection_link
+  export CONTAINERS_CONF="$TRAINNET_ROOT/lab/containers.conf"
+  bash "$TRAINNET_ROOT/lab/image/build-image.sh"
+}
+
+main "$@"
+export PATH="$TRAINNET_ROOT/.venv/bin:$PATH"
+export CONTAINERS_CONF="$TRAINNET_ROOT/lab/containers.conf"
+export ANSIBLE_CONFIG="$TRAINNET_ROOT/ansible.cfg"
