@@ -1,0 +1,138 @@
+"""Verify the data_plane role on a Debian 12 host in a non-init network namespace."""
+
+import json
+import os
+
+import pytest
+import testinfra
+
+DROPIN = "/etc/sysctl.d/90-trainnet-data-plane.conf"
+ENV_FILE = "/etc/trainnet/data_plane.env"
+ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+# 1 Gbit/s x 200 ms = 25 MB of window; the kernel needs about twice that in buffer.
+MIN_BUFFER_FOR_LARGEST_LINK = 50_000_000
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+
+
+def sysctl(host, key):
+    return " ".join(host.file("/proc/sys/" + key.replace(".", "/")).content_string.split())
+
+
+def test_live_tcp_settings(host):
+    assert sysctl(host, "net.ipv4.tcp_congestion_control") == "bbr"
+    assert sysctl(host, "net.ipv4.tcp_fastopen") == "3"
+    assert sysctl(host, "net.ipv4.tcp_fastopen_blackhole_timeout_sec") == "3600"
+    assert sysctl(host, "net.ipv4.tcp_mtu_probing") == "1"
+    assert sysctl(host, "net.ipv4.tcp_base_mss") == "1024"
+    assert sysctl(host, "net.ipv4.tcp_no_metrics_save") == "1"
+    assert sysctl(host, "net.ipv4.tcp_slow_start_after_idle") == "0"
+
+
+def test_buffers_sized_from_largest_bdp(host):
+    rmin, rdefault, rmax = (int(v) for v in sysctl(host, "net.ipv4.tcp_rmem").split())
+    wmin, wdefault, wmax = (int(v) for v in sysctl(host, "net.ipv4.tcp_wmem").split())
+    assert (rmin, rdefault) == (4096, 131072)
+    assert (wmin, wdefault) == (4096, 16384)
+    assert rmax == wmax
+    assert MIN_BUFFER_FOR_LARGEST_LINK <= rmax <= 1 << 30
+
+
+def test_dropin_owned_whole(host):
+    dropin = host.file(DROPIN)
+    assert dropin.is_file
+    assert dropin.user == "root" and dropin.mode == 0o644
+    lines = [line for line in dropin.content_string.splitlines() if line and not line.startswith("#")]
+    keys = {line.split("=", 1)[0].strip(): line.split("=", 1)[1].strip() for line in lines}
+    assert keys["net.ipv4.tcp_congestion_control"] == "bbr"
+    assert keys["net.ipv4.tcp_fastopen"] == "3"
+    assert " ".join(keys["net.ipv4.tcp_rmem"].split()) == sysctl(host, "net.ipv4.tcp_rmem")
+    # No fq qdisc in this kernel: default_qdisc must be left out, not written and failing at boot.
+    assert "net.core.default_qdisc" not in keys
+
+
+def test_global_keys_skipped_and_reported_not_failed(host):
+    """Keys this namespace cannot set are comments with a reason, never live settings."""
+    content = host.file(DROPIN).content_string
+    writable = {}
+    for key in ("net.core.netdev_max_backlog", "net.core.rmem_max", "net.core.wmem_max"):
+        path = "/proc/sys/" + key.replace(".", "/")
+        probe = host.run("test -w %s && echo $(cat %s) > %s", path, path, path)
+        writable[key] = probe.rc == 0
+        if writable[key]:
+            assert "\n%s = " % key in content
+        else:
+            assert "# skipped here: %s" % key in content
+    # netdev_max_backlog is global: a non-init netns never gets to set it.
+    assert not writable["net.core.netdev_max_backlog"]
+
+
+def test_interface_mtu_and_boot_unit(host):
+    assert host.file("/sys/class/net/sync0/mtu").content_string.strip() == "1400"
+    unit = host.file("/etc/systemd/system/trainnet-data-plane-link.service")
+    assert "ip link set dev sync0 mtu 1400" in unit.content_string
+    assert host.service("trainnet-data-plane-link.service").is_enabled
+    # The rollback timer was disarmed after the verify ping succeeded.
+    timers = host.run("systemctl list-timers --all --no-legend").stdout
+    assert "trainnet-mtu-rollback" not in timers
+
+
+def test_full_size_packet_crosses_new_mtu(host):
+    ping = host.run("ping -c 1 -W 2 -M do -s 1372 192.0.2.2")
+    assert ping.rc == 0, ping.stderr
+    too_big = host.run("ping -c 1 -W 2 -M do -s 1373 192.0.2.2")
+    assert too_big.rc != 0
+
+
+def test_mss_clamp_table_loaded(host):
+    ruleset = host.run("nft list table inet trainnet_data_plane")
+    assert ruleset.rc == 0
+    assert "maxseg size set rt mtu" in ruleset.stdout
+
+
+def test_env_file_for_launchers(host):
+    env = host.file(ENV_FILE)
+    assert env.mode == 0o644
+    values = dict(line.split("=", 1) for line in env.content_string.splitlines() if line and not line.startswith("#"))
+    assert values["GLOO_SOCKET_IFNAME"] == "sync0"
+    assert values["NCCL_SOCKET_IFNAME"] == "=sync0"
+    assert values["NCCL_IB_DISABLE"] == "1"
+    assert int(values["NCCL_SOCKET_NTHREADS"]) * int(values["NCCL_NSOCKS_PERTHREAD"]) <= 64
+
+
+@pytest.fixture
+def restricted_allowed_cc():
+    """Recreate the boot-time state of this machine: cubic absent from the allowed list."""
+    local = testinfra.get_host("local://")
+    before = local.file(ALLOWED_CC).content_string.strip()
+    local.run_expect([0], "echo 'reno bbr' > %s", ALLOWED_CC)
+    try:
+        yield
+    finally:
+        local.run_expect([0], "echo %s > %s", before, ALLOWED_CC)
+
+
+def test_cubic_refused_in_non_init_netns(host, restricted_allowed_cc):
+    assert host.run("sysctl -w net.ipv4.tcp_congestion_control=cubic").rc != 0
+    result = host.ansible(
+        "longhaul.trainnet.sysctl_profile",
+        "path=/tmp/trainnet-cc-probe.conf settings='{\"net.ipv4.tcp_congestion_control\": \"cubic\"}'",
+        check=False, become=False)
+    try:
+        assert not result.get("failed"), result
+        assert result["skipped"] == ["net.ipv4.tcp_congestion_control"], result
+        assert "allowed" in result["keys"]["net.ipv4.tcp_congestion_control"]["reason"]
+        assert sysctl(host, "net.ipv4.tcp_congestion_control") == "bbr"
+    finally:
+        host.run("rm -f /tmp/trainnet-cc-probe.conf")
+
+
+def test_capability_probe_sees_the_container(host):
+    result = host.ansible("longhaul.trainnet.kernel_capability", "", check=False, become=False)
+    kernel = result["kernel"]
+    assert kernel["init_netns"] is False
+    assert kernel["container"]["detected"] is True
+    assert kernel["interfaces"]["sync0"]["mtu"] == 1400
+    assert "bbr" in kernel["congestion_control"]["settable_default"]
+    json.dumps(kernel)

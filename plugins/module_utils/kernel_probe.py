@@ -1,0 +1,573 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Pure logic behind the kernel_capability module.
+
+Everything here works on values that were already read (file contents, command
+results, errno values); the module does the I/O. That keeps the parsers and the
+requirement -> message logic unit-testable on fixtures.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import re
+
+# Fixed inode number of the initial network namespace (include/uapi/linux/nsfs.h,
+# NET_NS_INIT_INO). Dynamic namespace inodes are allocated from 0xF0000000 up, so
+# only init_net can carry this number. Since Linux 6.18 init_net always has it, so
+# any other number there means "not the init netns"; on older kernels the init
+# netns got a dynamic number and the inode proves nothing either way.
+NET_NS_INIT_INO = 0xEFFFFFF9
+NET_NS_FIXED_INO_SINCE = (6, 18)
+
+# SO_NETNS_COOKIE (Linux >= 5.14). On 5.14-6.17 the first network namespace,
+# init_net, gets cookie 1. Linux 6.18 draws cookies from the shared namespace id
+# space, so the value of init_net differs there (3 was observed on 6.18); the
+# fixed inode above is used instead on those kernels.
+SO_NETNS_COOKIE = 71
+NETNS_COOKIE_SINCE = (5, 14)
+INIT_NET_COOKIE = 1
+
+SYSCTL_ROOT = '/proc/sys'
+CC_AVAILABLE = '/proc/sys/net/ipv4/tcp_available_congestion_control'
+CC_ALLOWED = '/proc/sys/net/ipv4/tcp_allowed_congestion_control'
+CC_CURRENT = '/proc/sys/net/ipv4/tcp_congestion_control'
+TFO_PATH = '/proc/sys/net/ipv4/tcp_fastopen'
+NETDEV_MAX_BACKLOG = '/proc/sys/net/core/netdev_max_backlog'
+
+GLOBAL_SYSCTL_KEYS = (
+    'net.core.rmem_max',
+    'net.core.wmem_max',
+    'net.core.rmem_default',
+    'net.core.wmem_default',
+    'net.core.default_qdisc',
+    'net.core.netdev_max_backlog',
+)
+
+# Qdisc kinds probed with `tc qdisc add dev lo root KIND ARGS` in a throwaway netns.
+# tbf refuses to parse without parameters (a tc error, not a kernel verdict).
+QDISC_PROBE_ARGS = {
+    'fq': [],
+    'fq_codel': [],
+    'netem': [],
+    'cake': [],
+    'tbf': ['rate', '1mbit', 'burst', '32kbit', 'latency', '400ms'],
+    'htb': [],
+    'pfifo_fast': [],
+}
+QDISC_KINDS = ('fq', 'fq_codel', 'netem', 'cake', 'tbf', 'htb', 'pfifo_fast')
+
+QDISC_KCONFIG = {
+    'fq': ('CONFIG_NET_SCH_FQ', 'sch_fq'),
+    'fq_codel': ('CONFIG_NET_SCH_FQ_CODEL', 'sch_fq_codel'),
+    'netem': ('CONFIG_NET_SCH_NETEM', 'sch_netem'),
+    'cake': ('CONFIG_NET_SCH_CAKE', 'sch_cake'),
+    'tbf': ('CONFIG_NET_SCH_TBF', 'sch_tbf'),
+    'htb': ('CONFIG_NET_SCH_HTB', 'sch_htb'),
+    'pfifo_fast': ('CONFIG_NET_SCHED', None),
+}
+
+REQUIREMENTS = (
+    'bbr', 'fq', 'fq_codel', 'netem', 'cake', 'tbf', 'htb', 'pfifo_fast', 'tfo',
+    'wireguard', 'nftables', 'global_sysctl', 'tun', 'init_netns', 'congestion_control',
+)
+
+NOT_PROBED = 'not probed (probe=false)'
+
+_MODULE_SUFFIX_RE = re.compile(r'\.ko(\.(gz|xz|zst|bz2|lz4))?$')
+_UNSHARE_FAIL_RE = re.compile(r'^unshare: ', re.MULTILINE)
+
+
+# --------------------------------------------------------------------------- parsers
+
+def to_text_value(data):
+    """Decode bytes (or pass str through) and strip surrounding whitespace."""
+    if data is None:
+        return None
+    if isinstance(data, bytes):
+        data = data.decode('utf-8', 'replace')
+    return data.strip()
+
+
+def parse_word_list(text):
+    """'reno bbr cubic\\n' -> ['reno', 'bbr', 'cubic']; None -> []."""
+    if not text:
+        return []
+    return to_text_value(text).split()
+
+
+def parse_int(text):
+    """Integer value of a sysctl file, None when missing or not an integer."""
+    text = to_text_value(text)
+    if not text:
+        return None
+    try:
+        return int(text.split()[0])
+    except ValueError:
+        return None
+
+
+def parse_kernel_version(release):
+    """'6.18.44-fc-v657' -> (6, 18); None when it does not start with N.N."""
+    match = re.match(r'^(\d+)\.(\d+)', release or '')
+    if not match:
+        return None
+    return (int(match.group(1)), int(match.group(2)))
+
+
+def sysctl_path(key):
+    """'net.core.rmem_max' -> '/proc/sys/net/core/rmem_max'."""
+    return SYSCTL_ROOT + '/' + key.replace('.', '/')
+
+
+def module_name(path):
+    """'kernel/net/ipv4/tcp_bbr.ko.zst' -> 'tcp_bbr' (dashes normalised to underscores)."""
+    base = path.strip().rsplit('/', 1)[-1]
+    base = _MODULE_SUFFIX_RE.sub('', base)
+    return base.replace('-', '_')
+
+
+def parse_proc_modules(text):
+    """Names of loaded modules from /proc/modules ('tcp_bbr 20480 3 - Live 0x0')."""
+    names = set()
+    for line in (text or '').splitlines():
+        fields = line.split()
+        if fields:
+            names.add(fields[0].replace('-', '_'))
+    return names
+
+
+def parse_modules_builtin(text):
+    """Names of built-in modules from modules.builtin (one .ko path per line)."""
+    names = set()
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if line and not line.startswith('#'):
+            names.add(module_name(line))
+    return names
+
+
+def parse_modules_dep(text):
+    """Names of loadable modules from modules.dep ('path.ko: dep.ko dep2.ko')."""
+    names = set()
+    for line in (text or '').splitlines():
+        if ':' not in line:
+            continue
+        path = line.split(':', 1)[0].strip()
+        if path:
+            names.add(module_name(path))
+    return names
+
+
+def tfo_facts(value):
+    """net.ipv4.tcp_fastopen bits: 0x1 client, 0x2 server."""
+    if value is None:
+        return {'value': None, 'client': False, 'server': False}
+    return {'value': value, 'client': bool(value & 0x1), 'server': bool(value & 0x2)}
+
+
+def interface_facts(mtu_text, operstate_text):
+    """One /sys/class/net/NAME entry."""
+    return {'mtu': parse_int(mtu_text), 'operstate': to_text_value(operstate_text) or 'unknown'}
+
+
+def errno_name(err):
+    """13 -> 'EACCES'."""
+    if err is None:
+        return None
+    return errno.errorcode.get(err, 'errno %s' % err)
+
+
+# --------------------------------------------------------------------------- init netns
+
+def decide_init_netns(kernel_version, netns_ino=None, cookie=None,
+                      netdev_backlog_exists=None, allowed_cc_mode=None):
+    """Decide whether we run in the initial network namespace.
+
+    Returns (bool or None, evidence). Order of proof:
+    1. the netns inode equals NET_NS_INIT_INO -> init (any kernel);
+    2. Linux >= 6.18 and a different inode -> not init (init_net's inode is fixed there);
+    3. SO_NETNS_COOKIE on 5.14-6.17: 1 -> init, anything else -> not init;
+    4. heuristics: net.core.netdev_max_backlog exists only in the init netns and
+       tcp_allowed_congestion_control is writable (mode 0644) only there.
+    """
+    notes = []
+    if netns_ino is not None:
+        notes.append('netns inode %d' % netns_ino)
+    if cookie is not None:
+        notes.append('SO_NETNS_COOKIE=%d' % cookie)
+    seen = '; '.join(notes)
+
+    if netns_ino == NET_NS_INIT_INO:
+        return True, 'netns inode %d == NET_NS_INIT_INO 0x%X (only init_net has it)%s' % (
+            netns_ino, NET_NS_INIT_INO, '; SO_NETNS_COOKIE=%d' % cookie if cookie is not None else '')
+    fixed_ino = kernel_version is not None and kernel_version >= NET_NS_FIXED_INO_SINCE
+    if netns_ino is not None and fixed_ino:
+        return False, 'netns inode %d != NET_NS_INIT_INO 0x%X (init_net has that fixed inode since Linux 6.18)%s' % (
+            netns_ino, NET_NS_INIT_INO, '; SO_NETNS_COOKIE=%d' % cookie if cookie is not None else '')
+    if cookie is not None and not fixed_ino:
+        if cookie == INIT_NET_COOKIE:
+            return True, 'SO_NETNS_COOKIE=1 (init_net has cookie 1 on Linux 5.14-6.17)'
+        return False, 'SO_NETNS_COOKIE=%d (init_net has cookie 1 on Linux 5.14-6.17)' % cookie
+
+    hints = []
+    verdicts = []
+    if netdev_backlog_exists is not None:
+        hints.append('%s %s' % (NETDEV_MAX_BACKLOG, 'exists' if netdev_backlog_exists else 'missing'))
+        verdicts.append(bool(netdev_backlog_exists))
+    if allowed_cc_mode is not None:
+        hints.append('%s mode %04o' % (CC_ALLOWED, allowed_cc_mode & 0o7777))
+        verdicts.append(bool(allowed_cc_mode & 0o200))
+    prefix = 'heuristic: '
+    if seen:
+        prefix = seen + ' (inconclusive on this kernel); heuristic: '
+    if verdicts and all(verdicts):
+        return True, prefix + ', '.join(hints) + ' (init netns only)'
+    if verdicts and not any(verdicts):
+        return False, prefix + ', '.join(hints) + ' (a non-init netns lacks or cannot write these)'
+    if verdicts:
+        return None, prefix + ', '.join(hints) + ' (contradictory)'
+    return None, (seen + '; ' if seen else '') + 'no netns inode, cookie or sysctl evidence readable'
+
+
+# --------------------------------------------------------------------------- container
+
+_CGROUP_PATTERNS = (
+    ('libpod', 'podman'),
+    ('docker', 'docker'),
+    ('kubepods', 'kubernetes'),
+    ('containerd', 'containerd'),
+    ('/lxc/', 'lxc'),
+    ('lxc.payload', 'lxc'),
+    ('machine.slice/machine-', 'systemd-nspawn'),
+)
+
+
+def parse_environ(data):
+    """NUL-separated /proc/PID/environ -> dict."""
+    if data is None:
+        return {}
+    if isinstance(data, bytes):
+        data = data.decode('utf-8', 'replace')
+    env = {}
+    for item in data.split('\0'):
+        if '=' in item:
+            key, value = item.split('=', 1)
+            env[key] = value
+    return env
+
+
+def cgroup_container_type(text):
+    """Container engine named by a /proc/1/cgroup path, or (None, None)."""
+    for line in (text or '').splitlines():
+        path = line.split(':', 2)[-1]
+        for needle, kind in _CGROUP_PATTERNS:
+            if needle in path:
+                return kind, line.strip()
+    return None, None
+
+
+def detect_container(containerenv=None, dockerenv=False, pid1_environ=None,
+                     pid1_environ_error=None, pid1_cgroup=None):
+    """Container detection from the usual markers.
+
+    containerenv: text of /run/.containerenv ('' when present but empty, None when absent).
+    dockerenv: /.dockerenv exists.
+    pid1_environ: raw /proc/1/environ (None when unreadable; then pid1_environ_error says why).
+    pid1_cgroup: text of /proc/1/cgroup.
+    """
+    found = []
+    if containerenv is not None:
+        engine = re.search(r'^engine="?([^"\n]+)"?', containerenv, re.MULTILINE)
+        found.append(('podman', '/run/.containerenv exists' + (
+            ' (engine=%s)' % engine.group(1) if engine else '')))
+    env_value = parse_environ(pid1_environ).get('container')
+    if env_value:
+        found.append((env_value, '/proc/1/environ container=%s' % env_value))
+    if dockerenv:
+        found.append(('docker', '/.dockerenv exists'))
+    kind, line = cgroup_container_type(pid1_cgroup)
+    if kind:
+        found.append((kind, '/proc/1/cgroup %s' % line))
+    if found:
+        return {'detected': True, 'type': found[0][0], 'evidence': '; '.join(e for _k, e in found)}
+    checked = ['no /run/.containerenv', 'no /.dockerenv']
+    if pid1_environ is None:
+        checked.append('/proc/1/environ unreadable (%s)' % (pid1_environ_error or 'missing'))
+    else:
+        checked.append('/proc/1/environ has no container=')
+    checked.append('/proc/1/cgroup has no container path' if pid1_cgroup is not None
+                   else '/proc/1/cgroup unreadable')
+    return {'detected': False, 'type': None, 'evidence': ', '.join(checked)}
+
+
+# --------------------------------------------------------------------------- congestion control
+
+def congestion_facts(available, allowed, current, init_netns):
+    """congestion_control facts; settable_default follows the netns rules.
+
+    The init netns (as root) may make any available algorithm the default. A
+    non-init netns may only pick algorithms listed in the global, read-only (there)
+    tcp_allowed_congestion_control (tcp_set_default_congestion_control: EPERM).
+    When the netns is unknown, assume the stricter rule.
+    """
+    if init_netns:
+        settable = list(available)
+    else:
+        settable = [name for name in allowed if name in available]
+    return {
+        'available': list(available),
+        'allowed': list(allowed),
+        'current': current or '',
+        'settable_default': settable,
+    }
+
+
+def bbr_facts(available, proc_modules=None, builtin=None, dep=None):
+    """bbr facts and their evidence.
+
+    proc_modules: text of /proc/modules, None when the file does not exist
+    (CONFIG_MODULES=n). builtin/dep: text of modules.builtin / modules.dep, None
+    when missing. An algorithm that is registered (available) without its module
+    being loaded must be built in.
+    """
+    is_available = 'bbr' in available
+    loaded_set = parse_proc_modules(proc_modules)
+    loaded = 'tcp_bbr' in loaded_set
+    in_builtin = 'tcp_bbr' in parse_modules_builtin(builtin)
+    loadable = 'tcp_bbr' in parse_modules_dep(dep)
+    notes = ['%s lists %s' % (CC_AVAILABLE, 'bbr' if is_available else 'no bbr')]
+    if in_builtin:
+        builtin_flag = True
+        notes.append('modules.builtin lists tcp_bbr')
+    elif proc_modules is None and is_available:
+        builtin_flag = True
+        notes.append('no /proc/modules (CONFIG_MODULES=n), so bbr is built in')
+    elif proc_modules is not None and is_available and not loaded:
+        builtin_flag = True
+        notes.append('registered without tcp_bbr in /proc/modules, so built in')
+    else:
+        builtin_flag = False
+    if loaded:
+        notes.append('/proc/modules lists tcp_bbr')
+    if loadable:
+        notes.append('modules.dep lists tcp_bbr')
+    elif dep is None:
+        notes.append('no modules.dep')
+    facts = {
+        'available': is_available,
+        'builtin': builtin_flag,
+        'module_loaded': loaded,
+        'module_loadable': loadable,
+    }
+    return facts, '; '.join(notes)
+
+
+# --------------------------------------------------------------------------- sysctl write-back
+
+def classify_sysctl_writeback(key, exists, err=None, value=None):
+    """Result of writing a global sysctl's current value back to itself."""
+    path = sysctl_path(key)
+    if not exists:
+        return {'exists': False, 'writable': False,
+                'reason': '%s missing (global key: only the init netns has it)' % path}
+    if err is None:
+        return {'exists': True, 'writable': True,
+                'reason': 'wrote the current value %r back to %s' % (value, path)}
+    name = errno_name(err)
+    if err == errno.EROFS:
+        why = '/proc/sys is mounted read-only'
+    elif err == errno.EINVAL:
+        why = 'refused: global key written from a non-init netns'
+    elif err in (errno.EACCES, errno.EPERM):
+        why = 'read-only here (non-init netns or no CAP_NET_ADMIN/root)'
+    else:
+        why = 'write failed'
+    return {'exists': True, 'writable': False, 'reason': '%s on write to %s: %s' % (name, path, why)}
+
+
+# --------------------------------------------------------------------------- probes
+
+def _first_line(text):
+    for line in (text or '').splitlines():
+        if line.strip():
+            return line.strip()
+    return ''
+
+
+def _probe_error(stdout, stderr):
+    return _first_line(stderr) or _first_line(stdout)
+
+
+def unshare_failed(stderr):
+    """True when unshare itself failed (no netns could be made), e.g. EPERM."""
+    return bool(_UNSHARE_FAIL_RE.search(stderr or ''))
+
+
+def classify_qdisc_probe(rc, stdout, stderr):
+    """(True/False/None, message) from `unshare --net -- tc qdisc add dev lo root KIND`."""
+    if rc == 0:
+        return True, 'accepted'
+    msg = _probe_error(stdout, stderr)
+    if unshare_failed(stderr):
+        return None, msg
+    low = (stderr or '').lower()
+    if 'qdisc kind is unknown' in low or 'rtnetlink answers: no such file or directory' in low:
+        return False, msg
+    return None, msg
+
+
+def classify_wireguard_probe(rc, stdout, stderr):
+    """(True/False/None, message) from `unshare --net -- ip link add wgprobe type wireguard`."""
+    if rc == 0:
+        return True, 'accepted'
+    msg = _probe_error(stdout, stderr)
+    if unshare_failed(stderr):
+        return None, msg
+    low = (stderr or '').lower()
+    if 'unknown device type' in low or 'operation not supported' in low:
+        return False, msg
+    return None, msg
+
+
+def classify_nft_probe(rc, stdout, stderr):
+    """(True/False/None, message) from `unshare --net -- nft add table inet trainnet_probe`."""
+    if rc == 0:
+        return True, 'accepted'
+    msg = _probe_error(stdout, stderr)
+    if unshare_failed(stderr):
+        return None, msg
+    low = (stderr or '').lower()
+    if 'operation not supported' in low or 'no such file or directory' in low \
+            or 'protocol not supported' in low or 'address family not supported' in low:
+        return False, msg
+    return None, msg
+
+
+# --------------------------------------------------------------------------- requirements
+
+def _qdisc_requirement(kind, facts, evidence):
+    qdiscs = facts['qdiscs']
+    if qdiscs.get(kind):
+        return None
+    detail = evidence.get('qdisc.' + kind, NOT_PROBED)
+    config, module = QDISC_KCONFIG[kind]
+    if not qdiscs.get('probed') or qdiscs.get(kind) is None:
+        if detail == NOT_PROBED:
+            fix = 'run with probe=true'
+        else:
+            fix = 'run as root where unshare and tc (iproute2) work, or check %s by hand' % config
+        return (kind, kind, '%s; fix: %s' % (detail, fix))
+    args = ' '.join([kind] + QDISC_PROBE_ARGS[kind])
+    fix = 'enable %s' % config + (' or load %s' % module if module else '')
+    return (kind, kind, "tc qdisc add dev lo root %s in a throwaway netns: '%s'; fix: %s" % (args, detail, fix))
+
+
+def _cc_requirement(facts, context, evidence):
+    name = context.get('congestion_control') or 'bbr'
+    label = 'congestion_control %s' % name
+    cc = facts['congestion_control']
+    if name in cc['settable_default']:
+        return None
+    if facts['init_netns'] and name in context.get('cc_loadable', ()):
+        return None
+    available = ' '.join(cc['available'])
+    allowed = ' '.join(cc['allowed'])
+    if name not in cc['available'] and name not in context.get('cc_loadable', ()):
+        return ('congestion_control', label,
+                "%s = '%s'; fix: enable CONFIG_TCP_CONG_%s or load tcp_%s" % (
+                    CC_AVAILABLE, available, name.upper(), name))
+    wanted = ' '.join(cc['allowed'] + [name])
+    netns = facts.get('init_netns_evidence') or ''
+    where = 'not the init netns' if facts['init_netns'] is False else 'init netns unknown'
+    return ('congestion_control', label,
+            "%s = '%s' and this is %s (%s): a non-init netns can only make an allowed algorithm "
+            "the default; fix: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s\" in the init netns "
+            "(or set net.ipv4.tcp_congestion_control=%s there), or select %s per socket "
+            "(TCP_CONGESTION, e.g. iperf3 -C %s)" % (
+                CC_ALLOWED, allowed, where, netns, wanted, name, name, name))
+
+
+def evaluate_requirements(facts, require, context=None):
+    """Missing requirements as a list of (name, label, 'evidence; fix: ...').
+
+    facts: the trainnet_kernel facts. context: extra internal state:
+    congestion_control (wanted algorithm), cc_loadable (algorithms with a
+    loadable tcp_* module), tfo_writable (bool), evidence (dict of evidence
+    strings by fact, e.g. 'qdisc.fq', 'wireguard.kernel').
+    """
+    context = context or {}
+    evidence = facts.get('evidence') or context.get('evidence') or {}
+    missing = []
+    seen = set()
+    for req in require:
+        if req in seen:
+            continue
+        seen.add(req)
+        item = None
+        if req in QDISC_KCONFIG:
+            item = _qdisc_requirement(req, facts, evidence)
+        elif req == 'congestion_control':
+            item = _cc_requirement(facts, context, evidence)
+        elif req == 'bbr':
+            bbr = facts['bbr']
+            if not (bbr['available'] or bbr['module_loadable']):
+                item = ('bbr', 'bbr', '%s; fix: enable CONFIG_TCP_CONG_BBR or load tcp_bbr' % evidence.get('bbr', ''))
+        elif req == 'tfo':
+            tfo = facts['tfo']
+            if tfo['value'] is None:
+                item = ('tfo', 'tfo', '%s missing; fix: a kernel with TCP Fast Open (Linux >= 3.7)' % TFO_PATH)
+            elif (tfo['value'] & 0x3) != 0x3 and not context.get('tfo_writable', False):
+                item = ('tfo', 'tfo', '%s = %d and not writable; fix: set net.ipv4.tcp_fastopen=3 where /proc/sys '
+                        'is writable (host or privileged container)' % (TFO_PATH, tfo['value']))
+        elif req == 'wireguard':
+            wg = facts['wireguard']
+            if not (wg['kernel'] or (wg['go'] and facts['tun'])):
+                item = ('wireguard', 'wireguard',
+                        "ip link add wgprobe type wireguard in a throwaway netns: '%s'; wireguard-go: %s; "
+                        "/dev/net/tun: %s; fix: enable CONFIG_WIREGUARD, or install wireguard-go and make "
+                        "/dev/net/tun usable" % (
+                            evidence.get('wireguard.kernel', NOT_PROBED),
+                            wg['go_path'] or 'not on PATH', evidence.get('tun', 'unusable')))
+        elif req == 'nftables':
+            nft = facts['nftables']
+            if not nft['available']:
+                item = ('nftables', 'nftables', 'nft not on PATH; fix: install the nftables package')
+            elif not nft['kernel']:
+                detail = evidence.get('nftables.kernel', NOT_PROBED)
+                fix = 'run with probe=true' if detail == NOT_PROBED else \
+                    'enable CONFIG_NF_TABLES and CONFIG_NF_TABLES_INET or load nf_tables'
+                item = ('nftables', 'nftables', "nft add table inet trainnet_probe in a throwaway netns: '%s'; "
+                        "fix: %s" % (detail, fix))
+        elif req == 'global_sysctl':
+            if not facts['global_sysctl_writable']:
+                bad = ['%s: %s' % (key, val['reason']) for key, val in sorted(facts['global_sysctl'].items())
+                       if not (val['exists'] and val['writable'])]
+                if any('EROFS' in entry for entry in bad):
+                    fix = 'make /proc/sys writable (privileged container) or set them on the host'
+                else:
+                    fix = 'set these keys in the init netns (on the host); a network namespace cannot change them'
+                item = ('global_sysctl', 'global_sysctl', '%s; fix: %s' % (', '.join(bad), fix))
+        elif req == 'tun':
+            if not facts['tun']:
+                item = ('tun', 'tun', '%s; fix: enable CONFIG_TUN or load tun; in a container pass '
+                        '--device /dev/net/tun' % evidence.get('tun', '/dev/net/tun unusable'))
+        elif req == 'init_netns':
+            if facts['init_netns'] is not True:
+                item = ('init_netns', 'init_netns', '%s; fix: run on the host itself, not inside a network '
+                        'namespace or a container with its own network' % (facts.get('init_netns_evidence') or 'undecided'))
+        if item:
+            missing.append(item)
+    return missing
+
+
+def missing_message(missing):
+    """One message naming each missing capability, its evidence and fix."""
+    if not missing:
+        return ''
+    return 'missing capabilities: ' + '; '.join('%s (%s)' % (label, detail) for _name, label, detail in missing)

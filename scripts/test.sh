@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every gate: ansible-lint (production), ansible-test sanity, unit tests, the molecule
+# scenarios (check, converge, idempotence, verify) and the lab fidelity tests.
+# Installs what it needs first (scripts/bootstrap.sh). Ends with "gates: N passed, N failed".
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/bootstrap.sh
+source scripts/bootstrap.sh || { echo "gates: 0 passed, 1 failed"; exit 1; }
+set +e
+
+passed=0
+failed=0
+failed_names=()
+log_dir="results/test-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$log_dir"
+
+gate() {
+  local name="$1"; shift
+  local start=$SECONDS
+  echo "=== gate: $name"
+  if "$@" 2>&1 | tee "$log_dir/$name.log"; then
+    passed=$((passed + 1)); echo "=== gate $name: PASSED in $((SECONDS - start)) s"
+  else
+    failed=$((failed + 1)); failed_names+=("$name"); echo "=== gate $name: FAILED in $((SECONDS - start)) s"
+  fi
+}
+
+gate ansible-lint ansible-lint --offline
+gate sanity bash scripts/sanity.sh
+gate unit env PYTHONPATH="$PWD/.collections" python -m pytest -q -p no:cacheprovider tests/unit
+gate molecule-default molecule test -s default
+gate molecule-bad-input molecule test -s bad_input
+if [[ -d tests/lab ]]; then
+  gate lab-fidelity env PYTHONPATH="$PWD/lab" python -m pytest -q -p no:cacheprovider tests/lab
+fi
+
+echo
+echo "logs: $log_dir"
+((failed)) && echo "failed gates: ${failed_names[*]}"
+echo "gates: $passed passed, $failed failed"
+((failed == 0))
