@@ -32,7 +32,8 @@ bootstrap_venv() {
   fi
   echo "bootstrap: creating $venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$TRAINNET_ROOT/requirements-dev.txt"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$TRAINNET_ROOT/requirements-dev.txt" \
+    >"$venv/pip-install.log" 2>&1 || { tail -20 "$venv/pip-install.log" >&2; return 1; }
   echo "$want" > "$stamp"
 }
 
