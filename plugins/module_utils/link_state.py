@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, longhaul.trainnet maintainers
+# Copyright (c) longhaul.trainnet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 """Pure logic behind the interface_link module.
 
@@ -179,13 +180,17 @@ def parse_root_qdisc(text):
 # --- planning -------------------------------------------------------------------------------
 
 def plan_link(mtu_before, qdisc_before, want_mtu=None, want_qdisc=None, qdisc_available=None,
-              rollback_seconds=0, rollback_possible=True):
+              rollback_seconds=0, rollback_possible=True, pending_rollback_mtu=None):
     """Decide what the module will do.
 
     ``qdisc_available`` is True/False when the probe could tell, None when it could not (then
-    the change is planned and the real ``tc`` call decides). Returns a dict with the plan
-    (``mtu``, ``qdisc``, ``rollback`` statuses) and the predicted values (``mtu_after``,
-    ``qdisc_after``), plus ``changed``.
+    the change is planned and the real ``tc`` call decides). ``pending_rollback_mtu`` is the
+    MTU an earlier, still armed rollback for this interface would restore: a new rollback
+    keeps that target (the last confirmed MTU) instead of the current, unconfirmed one.
+
+    Returns a dict with the plan (``mtu``, ``qdisc``, ``rollback`` statuses), the predicted
+    values (``mtu_after``, ``qdisc_after``), ``rollback_mtu`` (what an armed rollback restores,
+    else None) and ``changed``.
     """
     if want_mtu is None or want_mtu == mtu_before:
         mtu_status = STATUS_UNCHANGED
@@ -210,11 +215,15 @@ def plan_link(mtu_before, qdisc_before, want_mtu=None, want_qdisc=None, qdisc_av
         rollback = ROLLBACK_ARM
     else:
         rollback = ROLLBACK_UNAVAILABLE
+    rollback_mtu = None
+    if rollback == ROLLBACK_ARM:
+        rollback_mtu = mtu_before if pending_rollback_mtu is None else pending_rollback_mtu
 
     return {
         "mtu": mtu_status,
         "qdisc": qdisc_status,
         "rollback": rollback,
+        "rollback_mtu": rollback_mtu,
         "mtu_before": mtu_before,
         "mtu_after": mtu_after,
         "qdisc_before": qdisc_before,
@@ -250,6 +259,20 @@ def rollback_argv(systemd_run, unit, seconds, ip_bin, name, mtu):
         "--timer-property=AccuracySec=1s",
         ip_bin, "link", "set", "dev", name, "mtu", str(mtu),
     ]
+
+
+_PENDING_ARGV = re.compile(r"argv\[\]=\S*ip link set dev (?P<name>\S+) mtu (?P<mtu>\d+)(?:\s|;|$)")
+
+
+def parse_pending_rollback_mtu(show_output, name):
+    """MTU a pending rollback unit would restore, from ``systemctl show -p ExecStart <unit>``.
+
+    Returns None when the output does not name an ``ip link set dev <name> mtu N`` command.
+    """
+    for match in _PENDING_ARGV.finditer(show_output or ""):
+        if match.group("name") == name:
+            return int(match.group("mtu"))
+    return None
 
 
 # --- diff -----------------------------------------------------------------------------------

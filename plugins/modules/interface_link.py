@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, longhaul.trainnet maintainers
+# Copyright (c) longhaul.trainnet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import absolute_import, division, print_function
 
@@ -29,10 +30,13 @@ description:
     (commit-confirm pattern). The caller checks connectivity and disarms the timer with
     C(systemctl stop <rollback_unit>.timer); if the controller loses the host, the host
     restores the old MTU by itself.
-  - A rollback timer armed by an earlier run stays armed until it is disarmed or fires; a new
-    run that changes the MTU again replaces it (the stale unit is stopped and reset first).
+  - A rollback timer armed by an earlier run stays armed until it is disarmed or fires. A run
+    that changes the MTU again while it is still armed replaces it with one that restores the
+    same MTU as the old one (the last confirmed MTU, not the unconfirmed current one). Units
+    left over from earlier runs (fired, stopped or failed) are stopped and reset first, so
+    re-runs can arm again.
 author:
-  - longhaul.trainnet maintainers
+  - longhaul.trainnet maintainers (@longhaul)
 requirements:
   - C(ip) and C(tc) from iproute2 on the managed host.
   - C(unshare) (util-linux) to predict whether a qdisc exists; without it the real C(tc) call
@@ -71,7 +75,8 @@ options:
       - Seconds after which the host restores the old MTU unless the caller disarms the
         rollback first. V(0) turns the rollback off; otherwise 10 to 3600.
       - Armed only when the MTU changes, before it changes, as the transient systemd timer
-        C(<rollback_unit>.timer) running C(ip link set dev <name> mtu <old mtu>).
+        C(<rollback_unit>.timer) running C(ip link set dev <name> mtu <old mtu>) (unit name
+        C(trainnet-mtu-rollback-<name>)).
       - Disarm with C(systemctl stop <rollback_unit>.timer).
       - The rollback restores only the MTU, not the qdisc.
     type: int
@@ -237,6 +242,12 @@ plan:
           is missing.
       type: str
       sample: arm
+    rollback_mtu:
+      description:
+        - MTU the rollback restores when RV(plan.rollback) is V(arm) (the MTU before the task, or
+          the target of a rollback still armed by an earlier run), else V(null).
+      type: int
+      sample: 1500
     mtu_before:
       description: MTU read before planning.
       type: int
@@ -261,6 +272,7 @@ plan:
     mtu: changed
     qdisc: unavailable
     rollback: arm
+    rollback_mtu: 1500
     mtu_before: 1500
     mtu_after: 1400
     qdisc_before: noqueue
@@ -282,6 +294,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.link_state impor
     build_diff,
     missing_interface_message,
     parse_mtu,
+    parse_pending_rollback_mtu,
     parse_root_qdisc,
     plan_link,
     qdisc_kind_unknown,
@@ -381,6 +394,17 @@ class InterfaceLink(object):
             return None
         return systemd_run, systemctl
 
+    def pending_rollback_mtu(self, tools, unit):
+        """MTU that a still armed rollback from an earlier run would restore, else None."""
+        systemctl = tools[1]
+        rc, _out, _err = self.run([systemctl, "is-active", "--quiet", unit + ".timer"])
+        if rc != 0:
+            return None
+        rc, out, _err = self.run([systemctl, "show", "--property=ExecStart", unit + ".service"])
+        if rc != 0:
+            return None
+        return parse_pending_rollback_mtu(out, self.name)
+
     # -- acting -----------------------------------------------------------------------------
 
     def arm_rollback(self, tools, unit, seconds, old_mtu):
@@ -400,14 +424,15 @@ class InterfaceLink(object):
         self.run([systemctl, "stop", unit + ".timer", unit + ".service"])
         self.run([systemctl, "reset-failed", unit + ".timer", unit + ".service"])
 
-    def set_mtu(self, mtu, old_mtu, tools, unit):
+    def set_mtu(self, mtu, old_mtu, tools, unit, rollback_mtu):
         rc, out, err = self.run([self.ip, "link", "set", "dev", self.name, "mtu", str(mtu)])
         now = self.read_mtu()
         if rc != 0 or now != mtu:
             detail = (err or out).strip() if rc != 0 else "MTU reads back as %d" % now
             armed = unit
-            if now == old_mtu and unit:
-                # Nothing to roll back: remove the timer instead of leaving it armed.
+            if unit and now == old_mtu and rollback_mtu == old_mtu:
+                # Nothing to roll back: remove the timer instead of leaving it armed. (A timer
+                # that restores an earlier run's unconfirmed change stays armed.)
                 self.disarm_rollback(tools, unit)
                 armed = None
             self.fail("setting MTU %d on %s failed: %s" % (mtu, self.name, detail),
@@ -449,10 +474,14 @@ class InterfaceLink(object):
         if want_qdisc is not None and want_qdisc != qdisc_before:
             available = self.probe_qdisc(want_qdisc)
         tools = self.rollback_tools() if seconds else None
+        unit = rollback_unit_name(self.name)
+        pending = None
+        if tools is not None and want_mtu is not None and want_mtu != mtu_before:
+            pending = self.pending_rollback_mtu(tools, unit)
 
         plan = plan_link(mtu_before, qdisc_before, want_mtu=want_mtu, want_qdisc=want_qdisc,
                          qdisc_available=available, rollback_seconds=seconds,
-                         rollback_possible=tools is not None)
+                         rollback_possible=tools is not None, pending_rollback_mtu=pending)
 
         if plan["qdisc"] == STATUS_UNAVAILABLE:
             msg = ("qdisc %s is not available in this kernel (tc: Specified qdisc kind is "
@@ -482,13 +511,14 @@ class InterfaceLink(object):
         )
 
         if not self.module.check_mode and plan["changed"]:
-            unit = None
+            armed = None
             if plan["rollback"] == ROLLBACK_ARM:
-                unit = rollback_unit_name(self.name)
-                self.arm_rollback(tools, unit, seconds, mtu_before)
+                self.arm_rollback(tools, unit, seconds, plan["rollback_mtu"])
+                armed = unit
                 result["rollback_unit"] = unit
             if plan["mtu"] == STATUS_CHANGED:
-                result["mtu_after"] = self.set_mtu(want_mtu, mtu_before, tools, unit)
+                result["mtu_after"] = self.set_mtu(
+                    want_mtu, mtu_before, tools, armed, plan["rollback_mtu"])
             if plan["qdisc"] == STATUS_CHANGED:
                 if not self.set_qdisc(want_qdisc):
                     msg = ("qdisc %s is not available in this kernel (tc: Specified qdisc kind "
@@ -496,7 +526,7 @@ class InterfaceLink(object):
                            % (want_qdisc, self.name, qdisc_before))
                     if strict:
                         self.fail(msg + " (strict)", mtu_before=mtu_before,
-                                  mtu_after=result["mtu_after"], rollback_unit=unit, plan=plan)
+                                  mtu_after=result["mtu_after"], rollback_unit=armed, plan=plan)
                     self.module.warn(msg)
                     result["qdisc_status"] = STATUS_UNAVAILABLE
                     result["changed"] = plan["mtu"] == STATUS_CHANGED
@@ -505,7 +535,7 @@ class InterfaceLink(object):
                     self.fail("setting root qdisc %s on %s did not stick: it reads back as %s"
                               % (want_qdisc, self.name, qdisc_now),
                               mtu_before=mtu_before, mtu_after=result["mtu_after"],
-                              rollback_unit=unit, plan=plan)
+                              rollback_unit=armed, plan=plan)
                 result["qdisc_after"] = qdisc_now
 
         if self.module._diff:

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 import testinfra
+import testinfra.utils.ansible_runner
 
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")

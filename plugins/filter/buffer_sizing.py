@@ -1,0 +1,194 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bandwidth-delay product and socket-buffer sizing filters.
+
+Documentation of each filter is in the YAML file of the same name next to this one
+(bdp_bytes.yml, tcp_buffer_max.yml, tcp_buffer_triplet.yml, wan_link_paths.yml).
+
+Arithmetic is exact (fractions.Fraction on the decimal text of each number), so
+1000 Mbit/s x 200 ms is exactly 25,000,000 bytes and never 25,000,000.000000004.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from ansible.errors import AnsibleFilterError
+
+MIB = 1024 * 1024
+# tcp_rmem/tcp_wmem and net.core.rmem_max/wmem_max are C ints in the kernel.
+KERNEL_INT_MAX = 2 ** 31 - 1
+
+
+def _number(value, what):
+    """Exact Fraction of an int, float or numeric string; bools and others are refused."""
+    if isinstance(value, bool):
+        raise AnsibleFilterError("%s must be a number, got a boolean (%r)" % (what, value))
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise AnsibleFilterError("%s must be a finite number, got %r" % (what, value))
+        return Fraction(repr(value))
+    if isinstance(value, str):
+        try:
+            number = Fraction(value.strip())
+        except (ValueError, ZeroDivisionError):
+            raise AnsibleFilterError("%s must be a number, got %r" % (what, value))
+        return number
+    raise AnsibleFilterError("%s must be a number, got %r (%s)" % (what, value, type(value).__name__))
+
+
+def _positive(value, what):
+    number = _number(value, what)
+    if number <= 0:
+        raise AnsibleFilterError("%s must be greater than 0, got %r" % (what, value))
+    return number
+
+
+def _non_negative(value, what):
+    number = _number(value, what)
+    if number < 0:
+        raise AnsibleFilterError("%s must not be negative, got %r" % (what, value))
+    return number
+
+
+def _byte_count(value, what):
+    number = _positive(value, what)
+    if number.denominator != 1:
+        raise AnsibleFilterError("%s must be a whole number of bytes, got %r" % (what, value))
+    return int(number)
+
+
+def _plain(number):
+    """A Fraction as int when whole, else float."""
+    if number.denominator == 1:
+        return int(number)
+    return float(number)
+
+
+def _bdp(bandwidth, rtt):
+    """Exact BDP in bytes: Mbit/s x ms = 1e6 bit/s x 1e-3 s = 1000 bit = 125 bytes."""
+    return bandwidth * rtt * 125
+
+
+def bdp_bytes(bandwidth_mbps, rtt_ms):
+    """Bandwidth-delay product in bytes (rounded up) of a path of bandwidth_mbps and rtt_ms."""
+    bandwidth = _positive(bandwidth_mbps, "bdp_bytes: bandwidth_mbps")
+    rtt = _positive(rtt_ms, "bdp_bytes: rtt_ms")
+    return int(math.ceil(_bdp(bandwidth, rtt)))
+
+
+def _link_label(link, index):
+    name = link.get("name") if isinstance(link, dict) else None
+    if name:
+        return "link %r (index %d)" % (name, index)
+    return "link at index %d" % index
+
+
+def tcp_buffer_max(links, overhead_factor=2, floor_bytes=16777216, ceiling_bytes=1073741824):
+    """Socket-buffer maximum for the largest BDP of the links.
+
+    max over links of BDP x overhead_factor, rounded UP to a whole MiB, clamped to
+    [floor_bytes, ceiling_bytes]. An empty list gives floor_bytes.
+    """
+    factor = _number(overhead_factor, "tcp_buffer_max: overhead_factor")
+    if factor < 1:
+        raise AnsibleFilterError("tcp_buffer_max: overhead_factor must be at least 1, got %r"
+                                 % (overhead_factor,))
+    floor = _byte_count(floor_bytes, "tcp_buffer_max: floor_bytes")
+    ceiling = _byte_count(ceiling_bytes, "tcp_buffer_max: ceiling_bytes")
+    if floor > ceiling:
+        raise AnsibleFilterError("tcp_buffer_max: floor_bytes (%d) is larger than ceiling_bytes (%d)"
+                                 % (floor, ceiling))
+    if ceiling > KERNEL_INT_MAX:
+        raise AnsibleFilterError("tcp_buffer_max: ceiling_bytes (%d) exceeds the kernel's limit for "
+                                 "socket buffer sysctls (%d)" % (ceiling, KERNEL_INT_MAX))
+    if links is None:
+        links = []
+    if isinstance(links, (str, bytes, dict)) or not hasattr(links, "__iter__"):
+        raise AnsibleFilterError("tcp_buffer_max: expects a list of links "
+                                 "({name, bandwidth_mbps, rtt_ms}), got %s" % type(links).__name__)
+    need = Fraction(0)
+    for index, link in enumerate(links):
+        label = _link_label(link, index)
+        if not isinstance(link, dict):
+            raise AnsibleFilterError("tcp_buffer_max: %s must be a dict with bandwidth_mbps and "
+                                     "rtt_ms, got %r" % (label, link))
+        for field in ("bandwidth_mbps", "rtt_ms"):
+            if link.get(field) is None:
+                raise AnsibleFilterError("tcp_buffer_max: %s has no %s" % (label, field))
+        bandwidth = _positive(link["bandwidth_mbps"], "tcp_buffer_max: %s: bandwidth_mbps" % label)
+        rtt = _positive(link["rtt_ms"], "tcp_buffer_max: %s: rtt_ms" % label)
+        need = max(need, _bdp(bandwidth, rtt) * factor)
+    if need == 0:
+        return floor
+    rounded = int(math.ceil(need / MIB)) * MIB
+    return max(floor, min(ceiling, rounded))
+
+
+def tcp_buffer_triplet(max_bytes, min_bytes=4096, default_bytes=131072):
+    """The 'min default max' string for net.ipv4.tcp_rmem / tcp_wmem."""
+    maximum = _byte_count(max_bytes, "tcp_buffer_triplet: max_bytes")
+    minimum = _byte_count(min_bytes, "tcp_buffer_triplet: min_bytes")
+    default = _byte_count(default_bytes, "tcp_buffer_triplet: default_bytes")
+    if not minimum <= default <= maximum:
+        raise AnsibleFilterError("tcp_buffer_triplet: need min_bytes <= default_bytes <= max_bytes, "
+                                 "got %d %d %d" % (minimum, default, maximum))
+    if maximum > KERNEL_INT_MAX:
+        raise AnsibleFilterError("tcp_buffer_triplet: max_bytes (%d) exceeds the kernel's limit (%d)"
+                                 % (maximum, KERNEL_INT_MAX))
+    return "%d %d %d" % (minimum, default, maximum)
+
+
+def wan_link_paths(wan_links):
+    """Lab WAN link entries -> data-plane link dicts {name, bandwidth_mbps, rtt_ms, loss_pct}."""
+    if wan_links is None:
+        return []
+    if isinstance(wan_links, (str, bytes, dict)) or not hasattr(wan_links, "__iter__"):
+        raise AnsibleFilterError("wan_link_paths: expects a list of WAN link dicts, got %s"
+                                 % type(wan_links).__name__)
+    paths = []
+    for index, link in enumerate(wan_links):
+        if not isinstance(link, dict):
+            raise AnsibleFilterError("wan_link_paths: WAN link at index %d must be a dict, got %r"
+                                     % (index, link))
+        sites = link.get("sites")
+        if (not isinstance(sites, (list, tuple)) or len(sites) != 2
+                or not all(isinstance(s, str) and s for s in sites)):
+            raise AnsibleFilterError("wan_link_paths: WAN link at index %d: sites must be a list of "
+                                     "two site names, got %r" % (index, sites))
+        name = "%s<->%s" % (sites[0], sites[1])
+        label = "wan_link_paths: WAN link %r (index %d)" % (name, index)
+        for field in ("delay_ms", "rate_mbit"):
+            if link.get(field) is None:
+                raise AnsibleFilterError("%s has no %s" % (label, field))
+        delay = _non_negative(link["delay_ms"], "%s: delay_ms" % label)
+        jitter = _non_negative(link.get("jitter_ms") or 0, "%s: jitter_ms" % label)
+        rate = _positive(link["rate_mbit"], "%s: rate_mbit" % label)
+        loss = _non_negative(link.get("loss") or 0, "%s: loss" % label)
+        if loss >= 1:
+            raise AnsibleFilterError("%s: loss is a probability in [0, 1), got %r"
+                                     % (label, link.get("loss")))
+        paths.append({
+            "name": name,
+            "bandwidth_mbps": _plain(rate),
+            "rtt_ms": _plain(2 * (delay + jitter)),
+            "loss_pct": _plain(loss * 100),
+        })
+    return paths
+
+
+class FilterModule(object):
+    """Buffer sizing filters of longhaul.trainnet."""
+
+    def filters(self):
+        return {
+            "bdp_bytes": bdp_bytes,
+            "tcp_buffer_max": tcp_buffer_max,
+            "tcp_buffer_triplet": tcp_buffer_triplet,
+            "wan_link_paths": wan_link_paths,
+        }

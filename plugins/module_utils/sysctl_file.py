@@ -1,0 +1,593 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure logic behind the longhaul.trainnet.sysctl_profile module.
+
+Everything that touches the kernel goes through ProcSys, whose root directory (normally
+/proc/sys) is a parameter, so unit tests run on a fake tree without root. The flow is:
+
+    entries = parse_settings(settings)          # validate keys, normalise values
+    plan_entries(entries, proc, apply_live)     # read live values, predict each key's status
+    apply_entries(entries, proc)                # write the predicted 'applied' keys, read back
+    render_file(entries, header)                # the drop-in, rendered whole
+    build_diff(...)                             # --diff output
+
+Standard library only, Python 3.8 compatible.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import socket
+import struct
+
+PROC_SYS = "/proc/sys"
+NETNS_SELF = "/proc/self/ns/net"
+MODULES_ROOTS = ("/lib/modules", "/usr/lib/modules")
+DEFAULT_PATH = "/etc/sysctl.d/90-trainnet.conf"
+
+# Inode number of the initial network namespace (include/linux/proc_ns.h: PROC_NET_INIT_INO,
+# 0xEFFFFFF9). Stable since Linux 3.8; a network namespace created later gets another inode.
+PROC_NET_INIT_INO = 0xEFFFFFF9
+# getsockopt(SOL_SOCKET, SO_NETNS_COOKIE). Linux 5.14..6.17 gave init_net cookie 1; from 6.18
+# cookies come from a counter shared by all namespace types and init_net's is not 1 (3 was
+# measured on 6.18), so the cookie is reported for information only, never trusted alone.
+SO_NETNS_COOKIE = 71
+
+CC_KEY = "net.ipv4.tcp_congestion_control"
+CC_AVAILABLE_KEY = "net.ipv4.tcp_available_congestion_control"
+CC_ALLOWED_KEY = "net.ipv4.tcp_allowed_congestion_control"
+# Keys whose value is a set the kernel prints in its own order.
+ORDER_INSENSITIVE_KEYS = frozenset([CC_ALLOWED_KEY])
+
+# errno values meaning "this key cannot be set here" (namespace restriction, read-only
+# mount, value refused). ENOENT on write is what the kernel answers for an unknown
+# congestion control algorithm.
+SKIP_ERRNOS = frozenset([errno.EPERM, errno.EINVAL, errno.EACCES, errno.EROFS, errno.ENOENT])
+
+APPLIED = "applied"
+UNCHANGED = "unchanged"
+SKIPPED = "skipped"
+FAILED = "failed"
+STATUSES = (APPLIED, UNCHANGED, SKIPPED, FAILED)
+# Names of the result lists. 'skipped' and 'failed' are reserved in an Ansible task result
+# (a truthy 'skipped' marks the task skipped, 'failed' marks it failed and fail_json
+# overwrites it), so those two lists carry a _keys suffix.
+RESULT_LISTS = {
+    APPLIED: "applied",
+    UNCHANGED: "unchanged",
+    SKIPPED: "skipped_keys",
+    FAILED: "failed_keys",
+}
+
+MANAGED_HEADER = (
+    "# Managed by longhaul.trainnet (sysctl_profile module).",
+    "# This file is rendered whole on every run: local edits are overwritten.",
+)
+LIVE_DIFF_HEADER = "live values (/proc/sys)"
+
+
+class SysctlInputError(ValueError):
+    """A key or value in the settings cannot be used."""
+
+
+# ---------------------------------------------------------------------------------------------
+# keys and values
+# ---------------------------------------------------------------------------------------------
+
+def key_to_relpath(key):
+    """Return the path of a sysctl key relative to /proc/sys.
+
+    Follows sysctl.d(5): if the first separator is a slash, the key is already a path
+    (dots stay dots); if it is a dot, dots and slashes are swapped, so
+    net.ipv4.conf.eth0/100.forwarding is net/ipv4/conf/eth0.100/forwarding.
+    """
+    if not isinstance(key, str) or not key:
+        raise SysctlInputError("sysctl key must be a non-empty string, got %r" % (key,))
+    if key != key.strip() or any(c.isspace() for c in key):
+        raise SysctlInputError("sysctl key %r contains whitespace" % (key,))
+    if key[0] in "-#;/." or "=" in key or "\0" in key:
+        raise SysctlInputError(
+            "sysctl key %r is not valid (it must not start with '-', '#', ';', '/' or '.' "
+            "and must not contain '=')" % (key,))
+    first_dot = key.find(".")
+    first_slash = key.find("/")
+    if first_slash != -1 and (first_dot == -1 or first_slash < first_dot):
+        relpath = key
+    else:
+        relpath = key.translate(str.maketrans("./", "/."))
+    parts = relpath.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise SysctlInputError("sysctl key %r has an empty or relative path component" % (key,))
+    return relpath
+
+
+def display_path(key):
+    """/proc/sys/... path of a key for messages (independent of a test root)."""
+    return PROC_SYS + "/" + key_to_relpath(key)
+
+
+def canonical_key(key):
+    """The dotted form of a key as sysctl -a prints it (net.ipv4.tcp_rmem)."""
+    return key_to_relpath(key).translate(str.maketrans("/.", "./"))
+
+
+def _scalar_to_text(value, key):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return str(int(value))
+        raise SysctlInputError("%s: value %r is not an integer (sysctls take integers or strings)"
+                               % (key, value))
+    if isinstance(value, str):
+        return value
+    raise SysctlInputError("%s: unsupported value %r of type %s (use an int, a string or a list "
+                           "of ints/strings)" % (key, value, type(value).__name__))
+
+
+def normalize_value(value, key="value"):
+    """Render a wanted value as the text written to /proc/sys and the drop-in.
+
+    int -> "123", bool -> "1"/"0", list -> items joined by one space, str -> as given. Runs of
+    whitespace (tabs, several spaces) are collapsed to one space: values are compared
+    whitespace-insensitively, so that is the only form the module can keep stable.
+    """
+    if value is None:
+        raise SysctlInputError("%s: value is missing (null)" % key)
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise SysctlInputError("%s: empty list" % key)
+        items = []
+        for item in value:
+            if isinstance(item, (list, tuple, dict)) or item is None:
+                raise SysctlInputError("%s: list items must be ints or strings, got %r" % (key, item))
+            items.append(_scalar_to_text(item, key))
+        text = " ".join(items)
+    else:
+        text = _scalar_to_text(value, key)
+    if "\n" in text.strip() or "\r" in text.strip() or "\0" in text:
+        raise SysctlInputError("%s: value must be a single line" % key)
+    return " ".join(text.split())
+
+
+def split_value(text):
+    """Whitespace-split form of a value (None stays None)."""
+    if text is None:
+        return None
+    return text.split()
+
+
+def values_equal(live, wanted, key=""):
+    """Compare a live value with a wanted one, ignoring whitespace differences.
+
+    "4096\\t131072\\t6291456" equals "4096 131072 6291456". For keys the kernel prints as an
+    unordered set (tcp_allowed_congestion_control) the order is ignored too.
+    """
+    if live is None or wanted is None:
+        return False
+    a = split_value(live)
+    b = split_value(wanted)
+    if key and canonical_key(key) in ORDER_INSENSITIVE_KEYS:
+        return sorted(a) == sorted(b)
+    return a == b
+
+
+def _errno_text(err):
+    """[EACCES: Permission denied]"""
+    code = errno.errorcode.get(err.errno, str(err.errno)) if err.errno else "error"
+    return "[%s: %s]" % (code, err.strerror or str(err))
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+# ---------------------------------------------------------------------------------------------
+# access to the kernel
+# ---------------------------------------------------------------------------------------------
+
+class ProcSys(object):
+    """Reads and writes sysctls below a root directory (default /proc/sys).
+
+    init_netns: True/False to state whether this is the initial network namespace (tests),
+    None to detect it. modules_roots: where to look for loadable tcp_<cc> modules.
+    """
+
+    def __init__(self, root=PROC_SYS, init_netns=None, netns_path=NETNS_SELF,
+                 modules_roots=MODULES_ROOTS, kernel_release=None):
+        self.root = root
+        self._init_netns = init_netns
+        self._init_netns_known = init_netns is not None
+        self.netns_path = netns_path
+        self.modules_roots = modules_roots
+        self.kernel_release = kernel_release
+
+    def path(self, key):
+        return os.path.join(self.root, key_to_relpath(key))
+
+    def exists(self, key):
+        return os.path.isfile(self.path(key))
+
+    def is_dir(self, key):
+        return os.path.isdir(self.path(key))
+
+    def read(self, key):
+        """Raw text of a key without the trailing newline. Raises OSError."""
+        with open(self.path(key), "rb") as f:
+            data = f.read()
+        text = data.decode("utf-8", "replace")
+        if text.endswith("\n"):
+            text = text[:-1]
+        return text
+
+    def read_list(self, key):
+        try:
+            return self.read(key).split()
+        except (OSError, IOError):
+            return None
+
+    def write(self, key, text):
+        """Write one value in a single write(2), as sysctl(8) does. Raises OSError.
+
+        O_TRUNC is ignored by procfs and keeps a fake tree on a normal file system right.
+        Never creates a key that does not exist.
+        """
+        data = (text + "\n").encode("utf-8")
+        fd = os.open(self.path(key), os.O_WRONLY | os.O_TRUNC)
+        try:
+            written = os.write(fd, data)
+        finally:
+            os.close(fd)
+        if written != len(data):
+            raise OSError(errno.EIO, "short write (%d of %d bytes)" % (written, len(data)))
+
+    def writable(self, key):
+        """Permission check without writing (a read-only key in a netns is mode 0444)."""
+        return os.access(self.path(key), os.W_OK)
+
+    def netns_cookie(self):
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        except (OSError, IOError):
+            return None
+        try:
+            raw = s.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8)
+            return struct.unpack("=Q", raw)[0]
+        except (OSError, IOError, struct.error):
+            return None
+        finally:
+            s.close()
+
+    def is_init_netns(self):
+        """True in the initial network namespace, False in another one, None if unknown.
+
+        Uses the inode of /proc/self/ns/net (PROC_NET_INIT_INO for init_net). The netns
+        cookie is not used: init_net's cookie is 1 only up to Linux 6.17.
+        """
+        if not self._init_netns_known:
+            try:
+                self._init_netns = os.stat(self.netns_path).st_ino == PROC_NET_INIT_INO
+            except (OSError, IOError):
+                self._init_netns = None
+            self._init_netns_known = True
+        return self._init_netns
+
+    def cc_module_exists(self, name):
+        """Is there a loadable tcp_<name> module the kernel could autoload?"""
+        release = self.kernel_release or os.uname()[2]
+        for base in self.modules_roots:
+            pattern = os.path.join(base, release, "kernel", "net", "ipv4", "tcp_%s.ko*" % name)
+            if glob.glob(pattern):
+                return True
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# planning and applying
+# ---------------------------------------------------------------------------------------------
+
+class Entry(object):
+    """One wanted key: its value, what is live, and what happens to it."""
+
+    def __init__(self, key, wanted):
+        self.key = key
+        self.canonical = canonical_key(key)
+        self.wanted = wanted
+        self.before = None        # live value before the run (whitespace-normalised), or None
+        self.before_raw = None    # as read, for the no-op write-back probe
+        self.after = None         # live value after the run (predicted in check mode)
+        self.status = None
+        self.reason = ""
+        self.settable = True      # False: rendered as a '# skipped here' comment
+        self.drifted = False      # live differs from wanted and the key is settable here
+
+    def as_result(self):
+        return {
+            "status": self.status,
+            "before": self.before,
+            "after": self.after,
+            "wanted": self.wanted,
+            "reason": self.reason,
+        }
+
+    def skip(self, reason):
+        self.status = SKIPPED
+        self.reason = _one_line(reason)
+        self.settable = False
+        self.drifted = False
+        self.after = self.before
+
+    def fail(self, reason):
+        self.status = FAILED
+        self.reason = _one_line(reason)
+
+
+def parse_settings(settings):
+    """Validate the settings dict and return a list of Entry in the given order."""
+    if settings is None:
+        return []
+    if not isinstance(settings, dict):
+        raise SysctlInputError("settings must be a dict of key -> value")
+    entries = []
+    seen = {}
+    errors = []
+    for key, value in settings.items():
+        try:
+            entry = Entry(key, normalize_value(value, key))
+        except SysctlInputError as e:
+            errors.append(str(e))
+            continue
+        if entry.canonical in seen:
+            errors.append("%s and %s name the same sysctl" % (seen[entry.canonical], key))
+            continue
+        seen[entry.canonical] = key
+        entries.append(entry)
+    if errors:
+        raise SysctlInputError("; ".join(errors))
+    return entries
+
+
+def predict_congestion_control(wanted, proc):
+    """Reason why the kernel would refuse wanted as default congestion control, or None.
+
+    The kernel refuses an algorithm that is neither registered nor loadable (ENOENT), and
+    in a non-init network namespace one that is not in tcp_allowed_congestion_control
+    (EPERM): only init_net may make a restricted algorithm the default.
+    """
+    name = wanted.strip()
+    if not name or len(name.split()) != 1:
+        return None
+    available = proc.read_list(CC_AVAILABLE_KEY)
+    if available is not None and name not in available and not proc.cc_module_exists(name):
+        return ("congestion control %s is not available in this kernel: "
+                "tcp_available_congestion_control is '%s' and there is no tcp_%s module"
+                % (name, " ".join(available), name))
+    if proc.is_init_netns() is False:
+        allowed = proc.read_list(CC_ALLOWED_KEY)
+        if allowed is not None and name not in allowed:
+            return ("congestion control %s is not in net.ipv4.tcp_allowed_congestion_control "
+                    "'%s': a non-init network namespace may only make an allowed algorithm "
+                    "its default [EPERM]" % (name, " ".join(allowed)))
+    return None
+
+
+def plan_entries(entries, proc, apply_live=True):
+    """Predict every key's status without changing anything.
+
+    Per key: missing /proc/sys path -> skipped; live value equal (whitespace-insensitive)
+    -> unchanged; otherwise the key is predicted 'applied' unless it cannot be set here:
+    no write permission, congestion control refused (see predict_congestion_control), or,
+    with apply_live, a write-back of the CURRENT live value (a no-op) fails with
+    EPERM/EINVAL/EACCES/EROFS. With apply_live=False nothing is written: differing keys stay
+    'unchanged' (the live value is left alone) and are listed as drifted.
+    A key whose live value already matches but which is not writable here is skipped too,
+    so the drop-in never holds a line that sysctl --system would fail on.
+    """
+    for e in entries:
+        e.status = None
+        e.reason = ""
+        e.settable = True
+        e.drifted = False
+        if proc.is_dir(e.key):
+            e.before = e.after = None
+            e.fail("%s is a directory, not a sysctl" % display_path(e.key))
+            continue
+        if not proc.exists(e.key):
+            e.before = None
+            e.skip("%s does not exist here: a global sysctl hidden in a non-init network "
+                   "namespace, or a feature this kernel lacks" % display_path(e.key))
+            continue
+        readable = True
+        read_error = ""
+        try:
+            e.before_raw = proc.read(e.key)
+            e.before = " ".join(e.before_raw.split())
+        except (OSError, IOError) as err:
+            readable = False
+            e.before_raw = e.before = None
+            read_error = _errno_text(err)
+        e.after = e.before
+
+        if readable and values_equal(e.before, e.wanted, e.key):
+            if proc.writable(e.key):
+                e.status = UNCHANGED
+                e.reason = "live value already matches"
+            else:
+                e.skip("not writable in this namespace [no write permission]; the live value "
+                       "already matches")
+            continue
+
+        if not proc.writable(e.key):
+            e.skip("not writable in this namespace [EACCES: no write permission]")
+            continue
+        if e.canonical == CC_KEY:
+            reason = predict_congestion_control(e.wanted, proc)
+            if reason:
+                e.skip(reason)
+                continue
+
+        if not apply_live:
+            e.status = UNCHANGED
+            e.drifted = True
+            e.reason = ("live value differs and is left as it is: apply_live=false"
+                        if readable else "live value unreadable %s; apply_live=false" % read_error)
+            continue
+
+        if readable:
+            # Learn whether the key accepts writes by writing back the current live value.
+            try:
+                proc.write(e.key, e.before_raw)
+            except (OSError, IOError) as err:
+                if err.errno in SKIP_ERRNOS:
+                    e.skip("the kernel refuses writes to this key here %s" % _errno_text(err))
+                else:
+                    e.fail("write-back probe of the current value failed %s" % _errno_text(err))
+                continue
+        e.status = APPLIED
+        e.drifted = True
+        e.after = e.wanted
+        e.reason = ("live value differs" if readable
+                    else "live value unreadable %s; written unconditionally" % read_error)
+    return entries
+
+
+def apply_entries(entries, proc):
+    """Write the keys planned as 'applied' and read them back.
+
+    A write refused with EPERM/EINVAL/EACCES/EROFS/ENOENT -> skipped; another error ->
+    failed; a read-back that differs from the wanted value (the kernel clamped or ignored
+    part of it) -> failed.
+    """
+    for e in entries:
+        if e.status != APPLIED:
+            continue
+        try:
+            proc.write(e.key, e.wanted)
+        except (OSError, IOError) as err:
+            e.after = e.before
+            if err.errno in SKIP_ERRNOS:
+                e.skip("the kernel refused the value %s" % _errno_text(err))
+            else:
+                e.fail("write failed %s" % _errno_text(err))
+            continue
+        try:
+            raw = proc.read(e.key)
+        except (OSError, IOError) as err:
+            e.after = None
+            if e.before is not None:
+                e.fail("written, but reading it back failed %s" % _errno_text(err))
+            else:
+                e.reason = "written; the key cannot be read back"
+            continue
+        e.after = " ".join(raw.split())
+        # On success the reason stays the planned one, so a real run reports exactly what
+        # check mode predicted.
+        if not values_equal(e.after, e.wanted, e.key):
+            e.fail("wrote %s but the kernel reads back %s: clamped or rejected"
+                   % (e.wanted, e.after))
+    return entries
+
+
+def make_strict(entries):
+    """strict=true: a key that cannot be set here is a failure."""
+    for e in entries:
+        if e.status == SKIPPED:
+            e.status = FAILED
+            e.reason = "cannot be set here (strict): " + e.reason
+
+
+def summarize(entries):
+    """The per-key dict, the status lists (see RESULT_LISTS) and drifted."""
+    out = {"keys": {}, "drifted": []}
+    for status in STATUSES:
+        out[RESULT_LISTS[status]] = []
+    for e in entries:
+        out["keys"][e.key] = e.as_result()
+        out[RESULT_LISTS[e.status]].append(e.key)
+        if e.drifted:
+            out["drifted"].append(e.key)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the drop-in and the diff
+# ---------------------------------------------------------------------------------------------
+
+def render_header(header=None):
+    lines = list(MANAGED_HEADER)
+    if header:
+        for line in str(header).splitlines():
+            line = line.rstrip()
+            if not line:
+                lines.append("#")
+            elif line.startswith("#"):
+                lines.append(line)
+            else:
+                lines.append("# " + line)
+    return lines
+
+
+def render_file(entries, header=None):
+    """The whole drop-in. Keys that cannot be set here become comment lines so that
+    sysctl --system at boot does not fail on them."""
+    lines = render_header(header)
+    lines.append("")
+    for e in entries:
+        if e.settable:
+            lines.append("%s = %s" % (e.key, e.wanted))
+        else:
+            lines.append("# skipped here: %s = %s (%s)" % (e.key, e.wanted, _one_line(e.reason)))
+    return "\n".join(lines) + "\n"
+
+
+def parse_file(content):
+    """key -> value of the active lines of a sysctl.d file (for inspection and tests)."""
+    values = {}
+    for line in (content or "").splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        values[key.strip().lstrip("-")] = " ".join(value.split())
+    return values
+
+
+def live_diff_lines(entries):
+    before = []
+    after = []
+    for e in entries:
+        if e.status in (APPLIED, FAILED) and e.before != e.after:
+            before.append("%s = %s" % (e.key, "" if e.before is None else e.before))
+            after.append("%s = %s" % (e.key, "" if e.after is None else e.after))
+    return before, after
+
+
+def _text_block(lines):
+    return "".join(line + "\n" for line in lines)
+
+
+def build_diff(path, before_content, after_content, entries):
+    """Two diffs: the drop-in file and the live values of the keys that change."""
+    live_before, live_after = live_diff_lines(entries)
+    return [
+        {
+            "before": before_content or "",
+            "after": after_content or "",
+            "before_header": path,
+            "after_header": path,
+        },
+        {
+            "before": _text_block(live_before),
+            "after": _text_block(live_after),
+            "before_header": LIVE_DIFF_HEADER,
+            "after_header": LIVE_DIFF_HEADER,
+        },
+    ]

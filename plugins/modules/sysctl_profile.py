@@ -1,0 +1,478 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sysctl_profile
+short_description: Apply a set of sysctls in one call and own their drop-in file
+version_added: 0.1.0
+description:
+  - Sets many kernel parameters at once, live in C(/proc/sys) and in one C(sysctl.d) drop-in file
+    that this module owns exclusively.
+  - The drop-in is rendered whole from O(settings) on every run, so a key removed from
+    O(settings) disappears from the file. It is written atomically (a temporary file in the same
+    directory, then renamed), mode C(0644), owned by root, with a header saying that it is
+    managed by longhaul.trainnet and that local edits are overwritten.
+  - Keys that cannot be set in this (network) namespace are B(skipped) with a warning instead of
+    failing, unless O(strict=true). A key is skipped when its C(/proc/sys) path is missing (for
+    example C(net.core.rmem_max) inside a container on older kernels), when it is not writable
+    here (read-only in a non-init network namespace), when a write is refused with
+    C(EPERM), C(EINVAL), C(EACCES), C(EROFS) or C(ENOENT), or, predicted without writing, when
+    C(net.ipv4.tcp_congestion_control) names an algorithm that is neither in
+    C(tcp_available_congestion_control) nor a loadable C(tcp_<name>) module, or, outside the
+    initial network namespace, one that is not in C(net.ipv4.tcp_allowed_congestion_control).
+  - 'Skipped keys are written into the drop-in only as a comment line, C(# skipped here: KEY = VALUE)
+    followed by the reason in parentheses, so that C(sysctl --system) at boot does not fail on them.'
+  - Values are compared whitespace-insensitively, so C(4096<TAB>131072<TAB>6291456), C(4096 131072 6291456) and
+    V([4096, 131072, 6291456]) are equal. Runs of whitespace inside a value are collapsed to one
+    space when the value is written.
+  - The module plans first and then acts on the plan, so check mode reports exactly what a real
+    run would do. To predict whether a key whose live value differs accepts writes, the plan
+    writes the B(current) live value back to it (a no-op for ordinary sysctls), also in check
+    mode. Nothing is written to C(/proc/sys) at all with O(apply_live=false).
+  - After writing a live value the module reads it back; a value the kernel clamped or ignored
+    is a failure.
+  - Do not use it for trigger keys whose write has an effect regardless of the value (for
+    example C(vm.drop_caches), C(net.ipv4.route.flush)).
+  - The initial network namespace is recognised by the inode of C(/proc/self/ns/net)
+    (C(PROC_NET_INIT_INO)); the netns cookie is not used because Linux 6.18 no longer gives
+    the initial namespace cookie 1.
+author:
+  - longhaul.trainnet maintainers (@longhaul)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - Returns two diffs, the drop-in file and the live values of the keys that change.
+  platform:
+    platforms: linux
+options:
+  settings:
+    description:
+      - Sysctl key (dotted, for example C(net.ipv4.tcp_rmem), or slash separated as in
+        C(sysctl.d)) mapped to its value.
+      - A value is an integer, a string, or a list of integers/strings for multi-value keys
+        such as C(net.ipv4.tcp_rmem). Booleans become C(1)/C(0).
+      - Keys are written to the drop-in and applied in the given order.
+      - Required with O(state=present); ignored with O(state=absent).
+    type: dict
+  path:
+    description:
+      - The drop-in file this module owns exclusively. Any other content is replaced.
+      - The parent directory must exist.
+    type: path
+    default: /etc/sysctl.d/90-trainnet.conf
+  state:
+    description:
+      - V(present) renders the drop-in and applies the live values.
+      - V(absent) removes the drop-in. Live values are left as they are; they return to the
+        kernel or distribution defaults at the next boot.
+    type: str
+    choices: [present, absent]
+    default: present
+  strict:
+    description:
+      - If V(true), keys that cannot be set in this namespace fail the module (naming them)
+        instead of being skipped with a warning. Keys predicted to be unsettable fail the module
+        before anything is changed.
+    type: bool
+    default: false
+  apply_live:
+    description:
+      - Also set the live values in C(/proc/sys). With V(false) only the file is written and
+        nothing is written to C(/proc/sys); keys whose live value differs are reported with status
+        V(unchanged) and listed in RV(drifted).
+    type: bool
+    default: true
+  header:
+    description:
+      - Extra comment line(s) for the file header, below the managed-by lines. Each line is
+        prefixed with C(# ) unless it already starts with C(#).
+    type: str
+notes:
+  - Supports check mode and diff mode. In check mode the only write is the no-op write-back of
+    current live values described above (skipped with O(apply_live=false)).
+  - Needs root (or the capabilities to write C(/proc/sys) and the drop-in's directory).
+  - Uses only the Python standard library; no C(sysctl) binary is run.
+seealso:
+  - module: ansible.posix.sysctl
+  - name: Linux kernel ip-sysctl documentation
+    description: Meaning of the net.ipv4.* and net.core.* keys.
+    link: https://docs.kernel.org/networking/ip-sysctl.html
+"""
+
+EXAMPLES = r"""
+- name: Tune TCP for long fat paths, skipping what a container cannot set
+  longhaul.trainnet.sysctl_profile:
+    path: /etc/sysctl.d/90-trainnet.conf
+    header: "data plane of {{ inventory_hostname }}"
+    settings:
+      net.ipv4.tcp_congestion_control: bbr
+      net.ipv4.tcp_slow_start_after_idle: 0
+      net.core.rmem_max: 67108864
+      net.core.wmem_max: 67108864
+      net.ipv4.tcp_rmem: [4096, 131072, 67108864]
+      net.ipv4.tcp_wmem: "4096 16384 67108864"
+  register: tuned
+
+- name: Show what could not be set here
+  ansible.builtin.debug:
+    msg: "{{ tuned.skipped_keys }}"
+  when: tuned.skipped_keys | length > 0
+
+- name: List drifted keys without changing anything
+  longhaul.trainnet.sysctl_profile:
+    settings:
+      net.ipv4.tcp_slow_start_after_idle: 0
+  check_mode: true
+  register: drift
+
+- name: Only write the file (applied at the next boot)
+  longhaul.trainnet.sysctl_profile:
+    path: /etc/sysctl.d/90-trainnet.conf
+    apply_live: false
+    settings:
+      net.ipv4.tcp_mtu_probing: 1
+
+- name: Fail if any key cannot be set on this host
+  longhaul.trainnet.sysctl_profile:
+    strict: true
+    settings:
+      net.core.default_qdisc: fq
+
+- name: Remove the drop-in (live values stay until reboot)
+  longhaul.trainnet.sysctl_profile:
+    path: /etc/sysctl.d/90-trainnet.conf
+    state: absent
+"""
+
+RETURN = r"""
+path:
+  description: The drop-in file.
+  returned: always
+  type: str
+  sample: /etc/sysctl.d/90-trainnet.conf
+file_changed:
+  description:
+    - Whether the drop-in was (or, in check mode, would be) written, removed, or had its mode or
+      owner fixed.
+  returned: always
+  type: bool
+  sample: true
+file_drifted:
+  description:
+    - Whether the drop-in on disk differed from the wanted content (or mode/owner) before this
+      run. Same value in check mode and in a real run.
+  returned: always
+  type: bool
+  sample: false
+keys:
+  description: Per key (as given in O(settings)) what was found and done.
+  returned: always
+  type: dict
+  sample:
+    net.core.rmem_max:
+      status: skipped
+      before: "4194304"
+      after: "4194304"
+      wanted: "67108864"
+      reason: "not writable in this namespace (EACCES: permission denied)"
+    net.ipv4.tcp_rmem:
+      status: applied
+      before: "4096 131072 6291456"
+      after: "4096 131072 67108864"
+      wanted: "4096 131072 67108864"
+      reason: live value differs
+  contains:
+    status:
+      description:
+        - V(applied) the live value was (would be) changed;
+          V(unchanged) the live value already matched, or was left alone with O(apply_live=false);
+          V(skipped) the key cannot be set here;
+          V(failed) an unexpected error, a value the kernel read back differently, or, with
+          O(strict=true), a key that cannot be set here.
+      type: str
+      returned: always
+      choices: [applied, unchanged, skipped, failed]
+    before:
+      description: Live value before the run, whitespace-normalised; null if missing or unreadable.
+      type: str
+      returned: always
+    after:
+      description: Live value after the run (predicted in check mode), whitespace-normalised.
+      type: str
+      returned: always
+    wanted:
+      description: The wanted value as written to the file and C(/proc/sys).
+      type: str
+      returned: always
+    reason:
+      description: Why the key has this status.
+      type: str
+      returned: always
+applied:
+  description: Keys whose live value was (in check mode, would be) changed.
+  returned: always
+  type: list
+  elements: str
+  sample: [net.ipv4.tcp_rmem]
+unchanged:
+  description: Keys whose live value already matched (or was left alone with O(apply_live=false)).
+  returned: always
+  type: list
+  elements: str
+  sample: [net.ipv4.tcp_slow_start_after_idle]
+skipped_keys:
+  description:
+    - Keys that cannot be set in this namespace (each also produces a warning).
+    - Not called C(skipped) because a true C(skipped) in a task result marks the whole task skipped.
+  returned: always
+  type: list
+  elements: str
+  sample: [net.core.rmem_max]
+failed_keys:
+  description:
+    - Keys that failed. When not empty the module fails.
+    - Not called C(failed) because Ansible reserves C(failed) for the task's own status.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+drifted:
+  description:
+    - Keys whose live value differed from the wanted value before this run and that are settable
+      here. In check mode this is exactly what a real run changes.
+  returned: always
+  type: list
+  elements: str
+  sample: [net.ipv4.tcp_rmem]
+init_netns:
+  description:
+    - Whether the module ran in the initial network namespace (null if it could not tell).
+  returned: always
+  type: bool
+  sample: false
+diff:
+  description:
+    - With C(--diff), two diffs, the drop-in file (headers are the path) and the live values
+      (C(key = value) lines of the keys that change).
+  returned: when diff mode is on
+  type: list
+  elements: dict
+  sample:
+    - before: ""
+      after: "# Managed by longhaul.trainnet (sysctl_profile module).\n..."
+      before_header: /etc/sysctl.d/90-trainnet.conf
+      after_header: /etc/sysctl.d/90-trainnet.conf
+    - before: "net.ipv4.tcp_rmem = 4096 131072 6291456\n"
+      after: "net.ipv4.tcp_rmem = 4096 131072 67108864\n"
+      before_header: live values (/proc/sys)
+      after_header: live values (/proc/sys)
+"""
+
+import os
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils.sysctl_file import (
+    FAILED,
+    SKIPPED,
+    ProcSys,
+    SysctlInputError,
+    apply_entries,
+    build_diff,
+    make_strict,
+    parse_settings,
+    plan_entries,
+    render_file,
+    summarize,
+)
+
+FILE_MODE = 0o644
+
+
+def read_current(path):
+    """(content or None, stat or None) of the drop-in."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None, None
+    with open(path, "rb") as f:
+        content = f.read().decode("utf-8", "replace")
+    return content, st
+
+
+def attrs_ok(st):
+    if st is None:
+        return True
+    if stat.S_IMODE(st.st_mode) != FILE_MODE:
+        return False
+    if os.geteuid() == 0 and (st.st_uid != 0 or st.st_gid != 0):
+        return False
+    return True
+
+
+def fix_attrs(path):
+    os.chmod(path, FILE_MODE)
+    if os.geteuid() == 0:
+        os.chown(path, 0, 0)
+
+
+def write_atomic(module, path, content):
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        fix_attrs(tmp)
+        module.atomic_move(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    # atomic_move keeps an existing file's mode and owner: enforce ours.
+    fix_attrs(path)
+
+
+def empty_result(path):
+    return dict(
+        changed=False,
+        path=path,
+        file_changed=False,
+        file_drifted=False,
+        keys={},
+        applied=[],
+        unchanged=[],
+        skipped_keys=[],
+        failed_keys=[],
+        drifted=[],
+        init_netns=None,
+    )
+
+
+def failure_message(entries):
+    return "sysctl_profile: %s" % "; ".join(
+        "%s failed: %s" % (e.key, e.reason) for e in entries if e.status == FAILED)
+
+
+def run_absent(module, path, result):
+    content, st = read_current(path)
+    exists = st is not None
+    result["file_changed"] = result["file_drifted"] = exists
+    result["changed"] = exists
+    if exists and not module.check_mode:
+        os.unlink(path)
+    if module._diff:
+        result["diff"] = build_diff(path, content, "", [])
+    module.exit_json(**result)
+
+
+def run(module, proc=None):
+    p = module.params
+    path = p["path"]
+    result = empty_result(path)
+
+    if os.path.isdir(path):
+        module.fail_json(msg="path %s is a directory" % path, **result)
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        module.fail_json(msg="parent directory %s of path does not exist" % parent, **result)
+
+    if p["state"] == "absent":
+        run_absent(module, path, result)
+        return
+
+    if proc is None:
+        proc = ProcSys()
+    result["init_netns"] = proc.is_init_netns()
+
+    try:
+        entries = parse_settings(p["settings"])
+    except SysctlInputError as e:
+        module.fail_json(msg="invalid settings: %s" % to_native(e), **result)
+
+    try:
+        current, st = read_current(path)
+    except (OSError, IOError) as e:
+        module.fail_json(msg="cannot read %s: %s" % (path, to_native(e)), **result)
+
+    # 1. plan (identical in check mode and in a real run)
+    plan_entries(entries, proc, apply_live=p["apply_live"])
+    if p["strict"]:
+        make_strict(entries)
+    if any(e.status == FAILED for e in entries):
+        # Nothing has been changed yet: refuse to act on a plan with failures.
+        result.update(summarize(entries))
+        module.fail_json(msg=failure_message(entries) + " (nothing was changed)", **result)
+
+    # 2. act
+    if not module.check_mode and p["apply_live"]:
+        apply_entries(entries, proc)
+        if p["strict"]:
+            make_strict(entries)
+
+    wanted_content = render_file(entries, p["header"])
+    file_drifted = current != wanted_content or not attrs_ok(st)
+    if file_drifted and not module.check_mode:
+        try:
+            if current != wanted_content:
+                write_atomic(module, path, wanted_content)
+            else:
+                fix_attrs(path)
+        except (OSError, IOError) as e:
+            result.update(summarize(entries))
+            module.fail_json(msg="cannot write %s: %s" % (path, to_native(e)), **result)
+
+    result.update(summarize(entries))
+    result["file_changed"] = file_drifted
+    result["file_drifted"] = file_drifted
+    result["changed"] = file_drifted or bool(result["applied"]) or any(
+        e.status == FAILED and e.before != e.after for e in entries)
+    if module._diff:
+        result["diff"] = build_diff(path, current, wanted_content, entries)
+
+    for e in entries:
+        if e.status == SKIPPED:
+            module.warn("sysctl_profile: %s skipped, it cannot be set here: %s" % (e.key, e.reason))
+
+    if result["failed_keys"]:
+        module.fail_json(msg=failure_message(entries), **result)
+    module.exit_json(**result)
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            settings=dict(type="dict"),
+            path=dict(type="path", default="/etc/sysctl.d/90-trainnet.conf"),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            strict=dict(type="bool", default=False),
+            apply_live=dict(type="bool", default=True),
+            header=dict(type="str"),
+        ),
+        required_if=[("state", "present", ("settings",))],
+        supports_check_mode=True,
+    )
+
+
+def main(proc=None):
+    module = build_module()
+    run(module, proc)
+
+
+if __name__ == "__main__":
+    main()

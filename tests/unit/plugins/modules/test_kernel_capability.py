@@ -1,0 +1,391 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import errno
+import json
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.longhaul.trainnet.plugins.modules import kernel_capability
+
+try:
+    from unittest import mock
+except ImportError:  # pragma: no cover
+    import mock  # type: ignore[no-redef]
+
+try:
+    from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
+except ImportError:  # pragma: no cover - older ansible-core
+    @contextlib.contextmanager
+    def patch_module_args(args=None):
+        serialized = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args or {}}))
+        with mock.patch.object(basic, '_ANSIBLE_ARGS', serialized):
+            yield
+
+
+class AnsibleExitJson(Exception):
+    pass
+
+
+class AnsibleFailJson(Exception):
+    pass
+
+
+def exit_json(self, **kwargs):  # pylint: disable=unused-argument
+    raise AnsibleExitJson(kwargs)
+
+
+def fail_json(self, **kwargs):  # pylint: disable=unused-argument
+    kwargs['failed'] = True
+    raise AnsibleFailJson(kwargs)
+
+
+HOST_INO = 0xEFFFFFF9
+NETNS_INO = 4026532177
+
+BIN_PATHS = {
+    'unshare': '/usr/bin/unshare',
+    'tc': '/usr/sbin/tc',
+    'ip': '/usr/sbin/ip',
+    'nft': '/usr/sbin/nft',
+    'wg': '/usr/bin/wg',
+    'wireguard-go': '/usr/bin/wireguard-go',
+}
+
+UNKNOWN_QDISC = (2, '', 'Error: Specified qdisc kind is unknown.\n')
+
+
+class FakeIO(object):
+    """In-memory stand-in for kernel_capability.HostIO."""
+
+    def __init__(self, files, netns_ino=HOST_INO, cookie=3, write_errors=None, read_errors=None,
+                 modes=None, tun_errno=None, release='6.18.44-fc-v657', writable=True):
+        self.files = dict((path, to_bytes(value)) for path, value in files.items())
+        self.netns_ino = netns_ino
+        self.cookie = cookie
+        self.write_errors = write_errors or {}
+        self.read_errors = read_errors or {}
+        self.modes = modes or {}
+        self.tun_errno = tun_errno
+        self.kernel_release = release
+        self.is_writable = writable
+        self.writes = []
+
+    def release(self):
+        return self.kernel_release
+
+    def read(self, path):
+        if path in self.read_errors:
+            return None, self.read_errors[path]
+        if path in self.files:
+            return self.files[path], None
+        return None, errno.ENOENT
+
+    def exists(self, path):
+        if path in self.files or path in self.read_errors:
+            return True
+        prefix = path.rstrip('/') + '/'
+        return any(name.startswith(prefix) for name in self.files)
+
+    def listdir(self, path):
+        prefix = path.rstrip('/') + '/'
+        return sorted(set(name[len(prefix):].split('/')[0] for name in self.files if name.startswith(prefix)))
+
+    def stat_ino(self, path):
+        return self.netns_ino if path == '/proc/self/ns/net' else None
+
+    def stat_mode(self, path):
+        return self.modes.get(path, 0o644 if path in self.files else None)
+
+    def writable(self, path):
+        return self.is_writable and path in self.files
+
+    def write_back(self, path, data):
+        self.writes.append((path, data))
+        return self.write_errors.get(path)
+
+    def open_rdwr(self, path):
+        return self.tun_errno
+
+    def netns_cookie(self):
+        return self.cookie
+
+
+def base_files(allowed='reno bbr', netns=False):
+    files = {
+        '/proc/sys/net/ipv4/tcp_available_congestion_control': 'reno bbr cubic\n',
+        '/proc/sys/net/ipv4/tcp_allowed_congestion_control': allowed + '\n',
+        '/proc/sys/net/ipv4/tcp_congestion_control': 'bbr\n',
+        '/proc/sys/net/ipv4/tcp_fastopen': '1\n',
+        '/proc/sys/net/core/rmem_max': '4194304\n',
+        '/proc/sys/net/core/wmem_max': '4194304\n',
+        '/proc/sys/net/core/rmem_default': '212992\n',
+        '/proc/sys/net/core/wmem_default': '212992\n',
+        '/proc/1/cgroup': '0::/\n',
+        '/sys/class/net/lo/mtu': '65536\n',
+        '/sys/class/net/lo/operstate': 'unknown\n',
+    }
+    if not netns:
+        files.update({
+            '/proc/sys/net/core/default_qdisc': 'pfifo_fast\n',
+            '/proc/sys/net/core/netdev_max_backlog': '1000\n',
+            '/sys/class/net/eth0/mtu': '1400\n',
+            '/sys/class/net/eth0/operstate': 'up\n',
+            '/sys/class/net/bonding_masters': 'x\n',
+            '/.dockerenv': '',
+        })
+    return files
+
+
+def host_io(**kwargs):
+    return FakeIO(base_files(), read_errors={'/proc/1/environ': errno.EACCES}, **kwargs)
+
+
+def netns_io(allowed='reno bbr'):
+    files = base_files(allowed=allowed, netns=True)
+    ro = dict((path, errno.EACCES) for path in files if path.startswith('/proc/sys/net/core/'))
+    return FakeIO(files, netns_ino=NETNS_INO, cookie=4148, write_errors=ro,
+                  modes={'/proc/sys/net/ipv4/tcp_allowed_congestion_control': 0o444})
+
+
+def fake_run_command(calls, overrides=None):
+    """run_command answering like the 6.18 host: no fq/fq_codel/netem/cake, no wireguard, nft ok."""
+    answers = {'fq': UNKNOWN_QDISC, 'fq_codel': UNKNOWN_QDISC, 'netem': UNKNOWN_QDISC, 'cake': UNKNOWN_QDISC,
+               'wireguard': (2, '', 'Error: Unknown device type.\n')}
+    answers.update(overrides or {})
+
+    def run_command(self, args, **kwargs):  # pylint: disable=unused-argument
+        calls.append((list(args), kwargs))
+        assert args[:3] == ['/usr/bin/unshare', '--net', '--']
+        if args[3] == '/usr/sbin/tc':
+            key = args[9]
+        elif args[3] == '/usr/sbin/ip':
+            key = 'wireguard'
+        else:
+            key = 'nft'
+        return answers.get(key, (0, '', ''))
+    return run_command
+
+
+def run_module(args, io, calls=None, run_overrides=None, bin_paths=None):
+    calls = [] if calls is None else calls
+    paths = BIN_PATHS if bin_paths is None else bin_paths
+
+    def get_bin_path(self, name, *a, **kw):  # pylint: disable=unused-argument
+        return paths.get(name)
+
+    with patch_module_args(args):
+        with mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
+                                 get_bin_path=get_bin_path,
+                                 run_command=fake_run_command(calls, run_overrides)):
+            with mock.patch.object(kernel_capability, 'HostIO', return_value=io):
+                try:
+                    kernel_capability.main()
+                except (AnsibleExitJson, AnsibleFailJson) as exc:
+                    return exc.args[0]
+    raise AssertionError('module did not exit')  # pragma: no cover
+
+
+TOP_KEYS = {
+    'kernel_release', 'init_netns', 'init_netns_evidence', 'container', 'congestion_control', 'bbr', 'tfo',
+    'qdiscs', 'global_sysctl', 'global_sysctl_writable', 'interfaces', 'wireguard', 'nftables', 'tun',
+    'missing', 'evidence',
+}
+
+
+def test_host_facts_structure():
+    calls = []
+    result = run_module({}, host_io(), calls)
+    assert result['changed'] is False
+    assert 'failed' not in result
+    facts = result['kernel']
+    assert result['ansible_facts'] == {'trainnet_kernel': facts}
+    assert set(facts) == TOP_KEYS
+    assert facts['kernel_release'] == '6.18.44-fc-v657'
+    assert facts['init_netns'] is True
+    assert 'NET_NS_INIT_INO' in facts['init_netns_evidence']
+    assert facts['container'] == {'detected': True, 'type': 'docker', 'evidence': '/.dockerenv exists'}
+    assert facts['congestion_control'] == {'available': ['reno', 'bbr', 'cubic'], 'allowed': ['reno', 'bbr'],
+                                           'current': 'bbr', 'settable_default': ['reno', 'bbr', 'cubic']}
+    assert facts['bbr'] == {'available': True, 'builtin': True, 'module_loaded': False, 'module_loadable': False}
+    assert facts['tfo'] == {'value': 1, 'client': True, 'server': False}
+    assert facts['qdiscs'] == {'probed': True, 'fq': False, 'fq_codel': False, 'netem': False, 'cake': False,
+                               'tbf': True, 'htb': True, 'pfifo_fast': True}
+    assert facts['global_sysctl_writable'] is True
+    assert set(facts['global_sysctl']) == set(kernel_capability.GLOBAL_SYSCTL_KEYS)
+    assert all(set(v) == {'exists', 'writable', 'reason'} for v in facts['global_sysctl'].values())
+    assert facts['interfaces'] == {'eth0': {'mtu': 1400, 'operstate': 'up'},
+                                   'lo': {'mtu': 65536, 'operstate': 'unknown'}}
+    assert facts['wireguard'] == {'kernel': False, 'go': True, 'go_path': '/usr/bin/wireguard-go', 'tools': True}
+    assert facts['nftables'] == {'available': True, 'path': '/usr/sbin/nft', 'kernel': True}
+    assert facts['tun'] is True
+    assert facts['missing'] == []
+    # one unshare call per qdisc kind, one for wireguard, one for nftables, all with LANG=C
+    assert len(calls) == len(kernel_capability.QDISC_KINDS) + 2
+    assert all(kw['environ_update'] == {'LANG': 'C', 'LC_ALL': 'C'} for _args, kw in calls)
+    tbf = [args for args, _kw in calls if 'tbf' in args][0]
+    assert tbf[4:] == ['qdisc', 'add', 'dev', 'lo', 'root', 'tbf', 'rate', '1mbit', 'burst', '32kbit', 'latency', '400ms']
+
+
+def test_writeback_uses_the_current_value():
+    io = host_io()
+    run_module({}, io)
+    assert ('/proc/sys/net/core/rmem_max', b'4194304\n') in io.writes
+    assert ('/proc/sys/net/core/default_qdisc', b'pfifo_fast\n') in io.writes
+    assert len(io.writes) == 6
+
+
+def test_check_mode_is_identical():
+    normal = run_module({}, host_io())
+    checked = run_module({'_ansible_check_mode': True}, host_io())
+    assert normal['kernel'] == checked['kernel']
+    assert checked['changed'] is False
+
+
+def test_host_requirements_pass():
+    result = run_module({'require': ['bbr', 'tfo', 'tun', 'init_netns', 'congestion_control', 'nftables',
+                                     'wireguard', 'global_sysctl', 'htb', 'tbf'],
+                         'congestion_control': 'cubic'}, host_io())
+    assert 'failed' not in result
+    assert result['msg'].startswith('all required capabilities present: bbr, tfo')
+
+
+def test_host_fq_missing_fails_with_facts():
+    result = run_module({'require': ['fq', 'fq_codel', 'bbr']}, host_io())
+    assert result['failed'] is True
+    assert result['kernel']['missing'] == ['fq', 'fq_codel']
+    assert result['msg'] == (
+        "missing capabilities: fq (tc qdisc add dev lo root fq in a throwaway netns: "
+        "'Error: Specified qdisc kind is unknown.'; fix: enable CONFIG_NET_SCH_FQ or load sch_fq); "
+        "fq_codel (tc qdisc add dev lo root fq_codel in a throwaway netns: "
+        "'Error: Specified qdisc kind is unknown.'; fix: enable CONFIG_NET_SCH_FQ_CODEL or load sch_fq_codel)")
+    assert result['ansible_facts']['trainnet_kernel']['qdiscs']['fq'] is False
+
+
+def test_netns_cubic_requirement_fails():
+    result = run_module({'require': ['congestion_control'], 'congestion_control': 'cubic'}, netns_io())
+    facts = result['kernel']
+    assert result['failed'] is True
+    assert facts['init_netns'] is False
+    assert facts['congestion_control']['settable_default'] == ['reno', 'bbr']
+    assert facts['global_sysctl_writable'] is False
+    assert facts['global_sysctl']['net.core.default_qdisc']['exists'] is False
+    assert facts['global_sysctl']['net.core.rmem_max']['reason'].startswith('EACCES on write')
+    assert facts['missing'] == ['congestion_control']
+    assert result['msg'].startswith("missing capabilities: congestion_control cubic "
+                                    "(/proc/sys/net/ipv4/tcp_allowed_congestion_control = 'reno bbr'")
+    assert 'sysctl -w net.ipv4.tcp_allowed_congestion_control="reno bbr cubic"' in result['msg']
+    assert facts['container']['detected'] is False
+
+
+def test_netns_cubic_after_allowed_list_change():
+    result = run_module({'require': ['congestion_control'], 'congestion_control': 'cubic'},
+                        netns_io(allowed='reno bbr cubic'))
+    assert 'failed' not in result
+    assert result['kernel']['congestion_control']['settable_default'] == ['reno', 'bbr', 'cubic']
+
+
+def test_netns_global_sysctl_and_init_netns_in_one_message():
+    result = run_module({'require': ['global_sysctl', 'init_netns']}, netns_io())
+    assert result['kernel']['missing'] == ['global_sysctl', 'init_netns']
+    assert result['msg'].count('missing capabilities:') == 1
+    assert '; init_netns (netns inode 4026532177 != NET_NS_INIT_INO' in result['msg']
+
+
+def test_read_only_proc_sys():
+    files = base_files()
+    errors = dict((path, errno.EROFS) for path in files if path.startswith('/proc/sys/'))
+    io = FakeIO(files, write_errors=errors, writable=False)
+    result = run_module({'require': ['global_sysctl', 'tfo']}, io)
+    facts = result['kernel']
+    assert facts['global_sysctl']['net.core.rmem_max']['reason'].startswith('EROFS')
+    assert facts['missing'] == ['global_sysctl', 'tfo']
+    assert 'make /proc/sys writable' in result['msg']
+
+
+def test_probe_false_runs_no_command():
+    calls = []
+    result = run_module({'probe': False, 'require': ['fq']}, host_io(), calls)
+    facts = result['kernel']
+    assert calls == []
+    assert facts['qdiscs'] == dict([(kind, None) for kind in kernel_capability.QDISC_KINDS] + [('probed', False)])
+    assert facts['wireguard']['kernel'] is False
+    assert facts['nftables']['kernel'] is False
+    assert facts['evidence']['qdisc.fq'] == 'not probed (probe=false)'
+    assert result['msg'] == 'missing capabilities: fq (not probed (probe=false); fix: run with probe=true)'
+
+
+def test_probe_false_wireguard_go_with_tun_is_enough():
+    result = run_module({'probe': False, 'require': ['wireguard', 'tun']}, host_io())
+    assert 'failed' not in result
+
+
+def test_unshare_not_permitted():
+    eperm = (1, '', 'unshare: unshare failed: Operation not permitted\n')
+    overrides = dict((kind, eperm) for kind in kernel_capability.QDISC_KINDS)
+    overrides.update({'wireguard': eperm, 'nft': eperm})
+    result = run_module({'require': ['fq']}, host_io(), run_overrides=overrides)
+    facts = result['kernel']
+    assert facts['qdiscs']['probed'] is False
+    assert facts['qdiscs']['tbf'] is None
+    assert facts['nftables']['kernel'] is False
+    assert 'unshare: unshare failed: Operation not permitted; fix: run as root' in result['msg']
+
+
+def test_no_unshare_binary():
+    calls = []
+    paths = dict(BIN_PATHS)
+    del paths['unshare']
+    result = run_module({}, host_io(), calls, bin_paths=paths)
+    assert calls == []
+    assert result['kernel']['qdiscs']['probed'] is False
+    assert result['kernel']['evidence']['qdisc.fq'] == 'not probed: unshare not found'
+
+
+def test_tun_unusable():
+    result = run_module({'require': ['tun']}, host_io(tun_errno=errno.ENODEV))
+    assert result['kernel']['tun'] is False
+    assert '/dev/net/tun ENODEV: no tun driver in the kernel' in result['msg']
+
+
+def test_invalid_requirement_rejected():
+    result = run_module({'require': ['teleport']}, host_io())
+    assert result['failed'] is True
+    assert 'teleport' in result['msg']
+
+
+def test_hostio_reads_this_machine():
+    io = kernel_capability.HostIO()
+    assert io.release()
+    data, err = io.read('/proc/self/status')
+    assert data and err is None
+    assert io.read('/nonexistent/kc')[1] == errno.ENOENT
+    assert io.write_back('/nonexistent/kc', b'1\n') == errno.ENOENT
+    assert io.open_rdwr('/nonexistent/kc') == errno.ENOENT
+    assert io.stat_ino('/nonexistent/kc') is None
+    assert io.stat_mode('/nonexistent/kc') is None
+    assert io.listdir('/nonexistent/kc') == []
+    cookie = io.netns_cookie()
+    assert cookie is None or cookie > 0
+
+
+@pytest.mark.parametrize('release', ['5.4.0-1-generic', '6.18.44-fc-v657'])
+def test_old_kernel_cookie_path(release):
+    # Linux 5.x with cookie 1 and a dynamic init inode: decided by the cookie
+    io = FakeIO(base_files(), netns_ino=4026531992, cookie=1, release=release)
+    facts = run_module({}, io)['kernel']
+    if release.startswith('5.'):
+        assert facts['init_netns'] is True
+        assert facts['init_netns_evidence'].startswith('SO_NETNS_COOKIE=1')
+    else:
+        assert facts['init_netns'] is False

@@ -1,0 +1,335 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests of the sysctl_profile module on a fake /proc/sys tree (no root needed)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_file as sf
+from ansible_collections.longhaul.trainnet.plugins.modules import sysctl_profile
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    import contextlib
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        old = basic._ANSIBLE_ARGS
+        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        try:
+            yield
+        finally:
+            basic._ANSIBLE_ARGS = old
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fixtures", "sysctl_profile")
+
+
+def snapshot(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return json.load(handle)
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+class FakeProc(sf.ProcSys):
+    """Fake /proc/sys tree built from a fixture snapshot; see test_sysctl_file.FakeProc."""
+
+    def __init__(self, base, snap, clamp=None, write_errors=None):
+        super(FakeProc, self).__init__(root=os.path.join(str(base), "proc_sys"),
+                                       init_netns=snap["init_netns"],
+                                       modules_roots=(os.path.join(str(base), "none"),))
+        for key, value in snap["values"].items():
+            path = self.path(key)
+            if not os.path.isdir(os.path.dirname(path)):
+                os.makedirs(os.path.dirname(path))
+            with open(path, "w") as handle:
+                handle.write(value + "\n")
+        self.read_only = set(snap["read_only"])
+        self.clamp = dict(clamp or {})
+        self.write_errors = dict(write_errors or {})
+        self.writes = []
+
+    def writable(self, key):
+        return key not in self.read_only and super(FakeProc, self).writable(key)
+
+    def write(self, key, text):
+        self.writes.append((key, text))
+        if key in self.read_only:
+            raise OSError(errno.EACCES, "Permission denied")
+        if key in self.write_errors:
+            raise OSError(self.write_errors[key], os.strerror(self.write_errors[key]))
+        if key == sf.CC_KEY and not self.is_init_netns() and \
+                text.strip() not in self.read(sf.CC_ALLOWED_KEY).split():
+            raise OSError(errno.EPERM, "Operation not permitted")
+        super(FakeProc, self).write(key, self.clamp.get(key, text))
+
+    def live(self, key):
+        return " ".join(self.read(key).split())
+
+
+@pytest.fixture
+def module_calls(monkeypatch):
+    warnings = []
+
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        kwargs["failed"] = True
+        raise FailJson(kwargs)
+
+    def warn(self, msg):
+        warnings.append(msg)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
+    return warnings
+
+
+def run_module(args, proc, check=False, diff=False, expect=ExitJson):
+    args = dict(args)
+    args["_ansible_check_mode"] = check
+    args["_ansible_diff"] = diff
+    with patch_module_args(args):
+        with pytest.raises(expect) as raised:
+            sysctl_profile.main(proc=proc)
+    return raised.value.args[0]
+
+
+SETTINGS = {
+    "net.ipv4.tcp_slow_start_after_idle": 0,
+    "net.core.rmem_max": 67108864,
+    "net.ipv4.tcp_rmem": "4096 131072 67108864",
+}
+RESULT_KEYS = {"changed", "path", "file_changed", "file_drifted", "keys", "applied", "unchanged",
+               "skipped_keys", "failed_keys", "drifted", "init_netns"}
+
+
+def netns(base, **kwargs):
+    return FakeProc(base, snapshot("netns_6.18.json"), **kwargs)
+
+
+def init_ns(base, **kwargs):
+    return FakeProc(base, snapshot("init_netns_6.18.json"), **kwargs)
+
+
+def test_present_writes_file_and_live_values(tmp_path, module_calls):
+    path = str(tmp_path / "90-trainnet.conf")
+    proc = netns(tmp_path)
+    result = run_module({"path": path, "settings": SETTINGS, "header": "for h1"}, proc)
+    assert RESULT_KEYS <= set(result)
+    assert result["changed"] and result["file_changed"] and result["file_drifted"]
+    assert result["applied"] == ["net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_rmem"]
+    assert result["drifted"] == result["applied"]
+    assert result["skipped_keys"] == ["net.core.rmem_max"]
+    assert result["failed_keys"] == [] and result["unchanged"] == []
+    assert result["init_netns"] is False
+    assert result["keys"]["net.ipv4.tcp_rmem"] == {
+        "status": "applied", "before": "4096 131072 33554432", "after": "4096 131072 67108864",
+        "wanted": "4096 131072 67108864", "reason": "live value differs"}
+    assert result["keys"]["net.core.rmem_max"]["status"] == "skipped"
+    assert len(module_calls) == 1 and "net.core.rmem_max" in module_calls[0]
+    assert proc.live("net.ipv4.tcp_rmem") == "4096 131072 67108864"
+    assert proc.live("net.ipv4.tcp_slow_start_after_idle") == "0"
+    with open(path) as handle:
+        content = handle.read()
+    assert "Managed by longhaul.trainnet" in content and "# for h1\n" in content
+    assert "# skipped here: net.core.rmem_max = 67108864 (" in content
+    assert sf.parse_file(content) == {"net.ipv4.tcp_slow_start_after_idle": "0",
+                                      "net.ipv4.tcp_rmem": "4096 131072 67108864"}
+    st = os.stat(path)
+    assert stat.S_IMODE(st.st_mode) == 0o644
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (0, 0)
+    assert [n for n in os.listdir(str(tmp_path)) if n.endswith(".tmp")] == []
+
+
+def test_second_run_is_unchanged(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = netns(tmp_path)
+    run_module({"path": path, "settings": SETTINGS}, proc)
+    result = run_module({"path": path, "settings": SETTINGS}, proc, diff=True)
+    assert not result["changed"] and not result["file_changed"] and not result["file_drifted"]
+    assert result["applied"] == [] and result["drifted"] == []
+    assert result["unchanged"] == ["net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_rmem"]
+    file_diff, live_diff = result["diff"]
+    assert file_diff["before"] == file_diff["after"]
+    assert live_diff["before"] == live_diff["after"] == ""
+
+
+def test_check_mode_predicts_the_real_run(tmp_path, module_calls):
+    settings = dict(SETTINGS, **{"net.ipv4.tcp_congestion_control": "cubic"})
+    check_proc = netns(tmp_path / "check")
+    real_proc = netns(tmp_path / "real")
+    check_path = str(tmp_path / "check.conf")
+    real_path = str(tmp_path / "real.conf")
+    predicted = run_module({"path": check_path, "settings": settings}, check_proc,
+                           check=True, diff=True)
+    assert not os.path.exists(check_path)
+    assert check_proc.live("net.ipv4.tcp_rmem") == "4096 131072 33554432"
+    assert all(text == snapshot("netns_6.18.json")["values"][key] for key, text in check_proc.writes)
+    done = run_module({"path": real_path, "settings": settings}, real_proc, diff=True)
+    for name in ("changed", "file_changed", "file_drifted", "keys", "applied", "unchanged",
+                 "skipped_keys", "failed_keys", "drifted"):
+        assert predicted[name] == done[name], name
+    assert predicted["skipped_keys"] == ["net.core.rmem_max", "net.ipv4.tcp_congestion_control"]
+    assert predicted["diff"][1] == done["diff"][1]
+    assert predicted["diff"][0]["after"] == done["diff"][0]["after"]
+
+
+def test_diff_shows_file_and_live_values(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    with open(path, "w") as handle:
+        handle.write("net.ipv4.tcp_fastopen = 3\n")
+    os.chmod(path, 0o644)
+    result = run_module({"path": path, "settings": SETTINGS}, netns(tmp_path), diff=True)
+    file_diff, live_diff = result["diff"]
+    assert file_diff["before"] == "net.ipv4.tcp_fastopen = 3\n"
+    assert "tcp_fastopen" not in file_diff["after"]
+    assert file_diff["before_header"] == file_diff["after_header"] == path
+    assert live_diff["before"] == ("net.ipv4.tcp_slow_start_after_idle = 1\n"
+                                   "net.ipv4.tcp_rmem = 4096 131072 33554432\n")
+    assert live_diff["after"] == ("net.ipv4.tcp_slow_start_after_idle = 0\n"
+                                  "net.ipv4.tcp_rmem = 4096 131072 67108864\n")
+
+
+def test_removed_key_disappears_from_file(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = init_ns(tmp_path)
+    run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1,
+                                           "net.ipv4.tcp_fastopen": 3}}, proc)
+    result = run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
+    assert result["changed"] and result["file_changed"] and result["applied"] == []
+    with open(path) as handle:
+        assert sf.parse_file(handle.read()) == {"net.ipv4.tcp_mtu_probing": "1"}
+    # the live value of the removed key is left as it is
+    assert proc.live("net.ipv4.tcp_fastopen") == "3"
+
+
+def test_strict_fails_before_changing_anything(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = netns(tmp_path)
+    result = run_module({"path": path, "settings": SETTINGS, "strict": True}, proc, expect=FailJson)
+    assert "net.core.rmem_max" in result["msg"] and "nothing was changed" in result["msg"]
+    assert result["failed_keys"] == ["net.core.rmem_max"]
+    assert result["keys"]["net.core.rmem_max"]["status"] == "failed"
+    assert not result["changed"]
+    assert not os.path.exists(path)
+    assert proc.live("net.ipv4.tcp_rmem") == "4096 131072 33554432"
+
+
+def test_strict_passes_when_everything_is_settable(tmp_path, module_calls):
+    result = run_module({"path": str(tmp_path / "p.conf"), "strict": True,
+                         "settings": {"net.ipv4.tcp_rmem": [4096, 131072, 67108864]}},
+                        netns(tmp_path))
+    assert result["applied"] == ["net.ipv4.tcp_rmem"]
+
+
+def test_read_back_mismatch_fails_the_module(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = init_ns(tmp_path, clamp={"net.ipv4.tcp_rmem": "4096 131072 33554432"})
+    result = run_module({"path": path, "settings": {"net.ipv4.tcp_rmem": "4096 131072 99999999",
+                                                    "net.ipv4.tcp_mtu_probing": 1}},
+                        proc, expect=FailJson)
+    assert result["failed_keys"] == ["net.ipv4.tcp_rmem"]
+    assert "net.ipv4.tcp_rmem failed" in result["msg"] and "reads back" in result["msg"]
+    assert result["applied"] == ["net.ipv4.tcp_mtu_probing"]
+    assert result["changed"]
+
+
+def test_unexpected_error_fails_naming_the_key(tmp_path, module_calls):
+    proc = init_ns(tmp_path, write_errors={"net.ipv4.tcp_mtu_probing": errno.EIO})
+    result = run_module({"path": str(tmp_path / "p.conf"),
+                         "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc, expect=FailJson)
+    assert "net.ipv4.tcp_mtu_probing" in result["msg"] and "EIO" in result["msg"]
+    assert not os.path.exists(str(tmp_path / "p.conf"))
+
+
+def test_apply_live_false_only_writes_the_file(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = netns(tmp_path)
+    result = run_module({"path": path, "settings": SETTINGS, "apply_live": False}, proc)
+    assert proc.writes == []
+    assert result["applied"] == [] and result["file_changed"] and result["changed"]
+    assert result["drifted"] == ["net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_rmem"]
+    assert proc.live("net.ipv4.tcp_rmem") == "4096 131072 33554432"
+    assert os.path.exists(path)
+
+
+def test_fixes_mode_of_existing_file(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = init_ns(tmp_path)
+    run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
+    os.chmod(path, 0o600)
+    result = run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc,
+                        check=True)
+    assert result["changed"] and result["file_drifted"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    result = run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
+    assert result["changed"] and result["file_changed"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+
+
+def test_overwrites_local_edits(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = init_ns(tmp_path)
+    run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
+    with open(path, "a") as handle:
+        handle.write("vm.swappiness = 1\n")
+    result = run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
+    assert result["file_changed"] and not result["applied"]
+    with open(path) as handle:
+        assert "swappiness" not in handle.read()
+
+
+def test_absent_removes_file_and_keeps_live_values(tmp_path, module_calls):
+    path = str(tmp_path / "p.conf")
+    proc = init_ns(tmp_path)
+    run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
+    result = run_module({"path": path, "state": "absent"}, proc, check=True, diff=True)
+    assert result["changed"] and result["file_changed"] and os.path.exists(path)
+    assert result["diff"][0]["after"] == "" and "tcp_mtu_probing" in result["diff"][0]["before"]
+    result = run_module({"path": path, "state": "absent"}, proc)
+    assert result["changed"] and not os.path.exists(path)
+    assert proc.live("net.ipv4.tcp_mtu_probing") == "1"
+    result = run_module({"path": path, "state": "absent"}, proc)
+    assert not result["changed"]
+
+
+def test_invalid_settings_fail(tmp_path, module_calls):
+    result = run_module({"path": str(tmp_path / "p.conf"),
+                         "settings": {"net.ipv4.tcp_rmem": {"a": 1}}},
+                        init_ns(tmp_path), expect=FailJson)
+    assert "net.ipv4.tcp_rmem" in result["msg"]
+
+
+def test_settings_required_when_present(tmp_path, module_calls):
+    result = run_module({"path": str(tmp_path / "p.conf")}, init_ns(tmp_path), expect=FailJson)
+    assert "settings" in result["msg"]
+
+
+def test_missing_parent_directory_fails(tmp_path, module_calls):
+    result = run_module({"path": str(tmp_path / "nope" / "p.conf"),
+                         "settings": {"net.ipv4.tcp_mtu_probing": 1}},
+                        init_ns(tmp_path), expect=FailJson)
+    assert "does not exist" in result["msg"]
