@@ -22,7 +22,10 @@ fi
 
 rm -rf "$dest"
 mkdir -p "$dest"
-(cd "$root" && git ls-files -z --cached --others --exclude-standard) \
+# Only what the collection ships plus its unit tests: the lab, benchmarks and dev scripts are
+# controller-side tools outside build_ignore's content (they have their own tests).
+(cd "$root" && git ls-files -z --cached --others --exclude-standard -- . \
+   ':!:lab/' ':!:benchmarks/' ':!:scripts/' ':!:tests/lab/' ':!:tests/benchmarks/' ':!:.ci/') \
   | (cd "$root" && rsync -a --from0 --files-from=- ./ "$dest/")
 cd "$dest"
 # A repository of its own: ansible-test lists targets with git, and the checkout's git would
