@@ -12,7 +12,7 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$HERE/../containers.conf}"
 # Everything a lab host or a molecule instance needs at run time: systemd as PID 1, python3 for
 # Ansible, and the real network tools the roles drive (iperf3, nftables, WireGuard, squid).
 PACKAGES=(
-  systemd systemd-sysv dbus python3 python3-apt iproute2 iputils-ping iputils-tracepath procps kmod
+  systemd systemd-sysv dbus sudo python3 python3-apt iproute2 iputils-ping iputils-tracepath procps kmod
   nftables iperf3 wireguard-tools wireguard-go netcat-openbsd curl ca-certificates
   squid prometheus-node-exporter
 )

@@ -151,3 +151,33 @@ def test_capability_probe_sees_the_container(host):
     assert kernel["interfaces"]["sync0"]["mtu"] == 1400
     assert "bbr" in kernel["congestion_control"]["settable_default"]
     json.dumps(kernel)
+
+
+def run_playbook(host, playbook, *args):
+    project = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, os.path.join(project, "playbooks", playbook),
+         "-e", "trainnet_data_plane_hosts=" + host.backend.name] + list(args),
+        capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_drift_shown_exactly_then_remediated(host):
+    """Runs last: drifts two keys, expects --check --diff to show exactly those, then repairs."""
+    host.run_expect([0], "sysctl -w net.ipv4.tcp_slow_start_after_idle=1 net.ipv4.tcp_fastopen=1")
+    diff = run_playbook(host, "site.yml", "--check", "--diff")
+    live_diff = diff.split("--- before: live values", 1)[1].split("\n\n", 1)[0]
+    changed_lines = sorted(line for line in live_diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++"))
+    assert changed_lines == sorted([
+        "-net.ipv4.tcp_fastopen = 1", "+net.ipv4.tcp_fastopen = 3",
+        "-net.ipv4.tcp_slow_start_after_idle = 1", "+net.ipv4.tcp_slow_start_after_idle = 0"]), live_diff
+    # Check mode changed nothing.
+    assert sysctl(host, "net.ipv4.tcp_fastopen") == "1"
+
+    report = run_playbook(host, "remediate.yml", "--check")
+    assert "net.ipv4.tcp_fastopen" in report and "net.ipv4.tcp_slow_start_after_idle" in report
+    run_playbook(host, "remediate.yml")
+    assert sysctl(host, "net.ipv4.tcp_fastopen") == "3"
+    assert sysctl(host, "net.ipv4.tcp_slow_start_after_idle") == "0"
+    assert "no host drifted" in run_playbook(host, "remediate.yml", "--check")
