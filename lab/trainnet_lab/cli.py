@@ -1,0 +1,207 @@
+"""The lab command: python3 lab/lab.py up|down|status|validate|measure|compare.
+
+  up        build the lab from the inventory (idempotent: completes or repairs a lab that is up)
+  down      remove everything the lab created (safe to repeat); exits 1 if anything is left
+  status    hosts, links with emulator counters, emulator health; exits 1 when unhealthy
+  validate  check the inventory's lab description without root or side effects
+  measure   ping + iperf3 across every WAN link (one host per site, one link at a time)
+  compare   before/after table of two `measure` results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import DEFAULT_LAB_NAME, STATE_ROOT
+from .inventory import InventoryError, read_inventory
+from .lab import Lab, LabError
+from .spec import SpecError, spec_from_inventory
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+DEFAULT_INVENTORY = REPO_ROOT / "inventories" / "lab"
+
+
+def _spec_from_args(args):
+    inventory = read_inventory(args.inventory)
+    sites = [s.strip() for s in args.sites.split(",") if s.strip()] if args.sites else None
+    return spec_from_inventory(inventory, sites=sites, link_overrides=args.link or [],
+                               name=args.name, host_kind=args.hosts_as, image=args.image)
+
+
+def _lab_for_existing(args) -> Lab:
+    """down/status work from the state of a lab that is up; fall back to the inventory."""
+    try:
+        return Lab.from_state(args.name, args.state_root)
+    except LabError:
+        return Lab(_spec_from_args(args), args.state_root)
+
+
+def cmd_validate(args) -> int:
+    spec = _spec_from_args(args)
+    print(f"{args.inventory}: {len(spec.sites)} sites, {len(spec.hosts)} hosts, "
+          f"{len(spec.links)} links: valid")
+    for link in spec.links:
+        print(f"  {link.name}: {link.delay_ms} ms one way (RTT {link.rtt_ms} ms), "
+              f"{link.rate_mbit} Mbit/s, loss {link.loss}, queue {link.effective_queue_bytes} B, "
+              f"MTU {link.mtu}{' (ICMP black hole)' if link.icmp_blackhole else ''}")
+    return 0
+
+
+def cmd_up(args) -> int:
+    spec = _spec_from_args(args)
+    lab = Lab(spec, args.state_root)
+    lab.up()
+    kind = "containers" if spec.host_kind == "container" else "bare namespaces"
+    print(f"lab {spec.name} is up: {len(spec.sites)} sites, {len(spec.hosts)} hosts "
+          f"({kind}), {len(spec.links)} WAN links.")
+    print(f"  status: python3 lab/lab.py status --name {spec.name}")
+    print(f"  down:   python3 lab/lab.py down --name {spec.name}")
+    return 0
+
+
+def cmd_down(args) -> int:
+    lab = _lab_for_existing(args)
+    leftovers = lab.down()
+    if leftovers:
+        print("NOT clean, still present:\n  - " + "\n  - ".join(leftovers), file=sys.stderr)
+        return 1
+    print(f"lab {lab.spec.name} is down: no namespace, TUN, container or emulator process left.")
+    return 0
+
+
+def _format_count(value) -> str:
+    return "-" if value is None else f"{value}"
+
+
+def print_status(report: dict) -> None:
+    print(f"lab {report['name']}: {'up' if report['up'] else 'down'}"
+          f"{'' if report.get('complete', True) or not report['up'] else ' (incomplete)'}")
+    if not report["up"]:
+        return
+    emulator = report["emulator"]
+    print(f"emulator: {emulator['health']} (pid {emulator['pid'] or '-'}, "
+          f"status age {_format_count(emulator.get('status_age_s'))} s, log {emulator['log']})")
+    print("\nhosts:")
+    print(f"  {'host':<14}{'site':<10}{'address':<16}{'namespace':<30}"
+          + ("container" if report["host_kind"] == "container" else ""))
+    for host in report["hosts"]:
+        ns = host["netns"] + ("" if host["netns_exists"] else " (MISSING)")
+        print(f"  {host['host']:<14}{host['site']:<10}{host['address']:<16}{ns:<30}"
+              + (host.get("container_state", "") if report["host_kind"] == "container" else ""))
+    print("\nlinks:")
+    header = (f"  {'direction':<20}{'config':<40}{'rx pkts':>10}{'tx pkts':>10}{'Mbit/s':>8}"
+              f"{'loss':>7}{'queue':>7}{'mtu':>6}{'icmp':>6}")
+    print(header)
+    for link in report["links"]:
+        config = (f"{link['delay_ms']:g}ms {link['rate_mbit']:g}Mbit loss {link['loss']:g} "
+                  f"mtu {link['mtu']}{' bh' if link['icmp_blackhole'] else ''}")
+        for direction, c in link["directions"].items():
+            print(f"  {direction:<20}{config:<40}{_format_count(c.get('rx_packets')):>10}"
+                  f"{_format_count(c.get('tx_packets')):>10}{_format_count(c.get('tx_mbit_per_s')):>8}"
+                  f"{_format_count(c.get('drop_loss')):>7}{_format_count(c.get('drop_queue')):>7}"
+                  f"{_format_count(c.get('drop_mtu')):>6}"
+                  f"{_format_count(c.get('icmp_frag_needed_sent')):>6}")
+    print("  (drops by cause: loss, queue = drop-tail, mtu = over the path MTU; "
+          "icmp = frag-needed sent)")
+    overflow = {r["site"]: r["tun"]["overflow_drops"] for r in report["routers"]
+                if r.get("tun") and r["tun"].get("overflow_drops")}
+    if overflow:
+        print("  packets dropped before the emulator read them (emulator overloaded): "
+              + ", ".join(f"{site} {count}" for site, count in overflow.items()))
+    if report["problems"]:
+        print("\nPROBLEMS:\n  - " + "\n  - ".join(report["problems"]))
+    else:
+        print("\nhealthy")
+
+
+def cmd_status(args) -> int:
+    lab = _lab_for_existing(args)
+    report = lab.status()
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_status(report)
+    return 0 if report.get("healthy") else 1
+
+
+def cmd_measure(args) -> int:
+    from .measure import measure_lab
+    lab = Lab.from_state(args.name, args.state_root)
+    result = measure_lab(lab, duration=args.duration, label=args.label, log=print)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(result, indent=1))
+        print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .measure import compare_json, compare_markdown
+    before = json.loads(Path(args.before).read_text())
+    after = json.loads(Path(args.after).read_text())
+    table = compare_markdown(before, after)
+    print(table)
+    if args.markdown:
+        Path(args.markdown).write_text(table + "\n")
+    if args.json_output:
+        Path(args.json_output).write_text(json.dumps(compare_json(before, after), indent=1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lab", description=__doc__.split("\n\n", maxsplit=1)[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY),
+                        help="lab inventory directory or file (default: inventories/lab)")
+    common.add_argument("--sites", help="build only these sites, comma separated "
+                                        "(and the links between them)")
+    common.add_argument("--link", action="append", metavar="A,B:FIELD=VALUE[,FIELD=VALUE]",
+                        help="override (or add) a link's fields, e.g. "
+                             "'cn-home,us-west:loss=0.01,delay_ms=10'; repeatable")
+    common.add_argument("--name", default=DEFAULT_LAB_NAME,
+                        help=f"lab name, prefix of everything it creates (default {DEFAULT_LAB_NAME})")
+    common.add_argument("--hosts-as", choices=("container", "netns"), default="container",
+                        help="hosts as podman containers (default) or bare network namespaces")
+    common.add_argument("--image", default=os.environ.get("TRAINNET_IMAGE",
+                                                          "localhost/trainnet-debian12:latest"))
+    common.add_argument("--state-root", default=STATE_ROOT, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", parents=[common], help="build the lab (idempotent)").set_defaults(func=cmd_up)
+    sub.add_parser("down", parents=[common], help="remove the lab").set_defaults(func=cmd_down)
+    status = sub.add_parser("status", parents=[common], help="show hosts, links, emulator health")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+    sub.add_parser("validate", parents=[common], help="check the inventory only").set_defaults(
+        func=cmd_validate)
+    measure = sub.add_parser("measure", parents=[common], help="ping + iperf3 across each WAN link")
+    measure.add_argument("--duration", type=int, default=10, help="iperf3 seconds per link")
+    measure.add_argument("--label", default="measurement")
+    measure.add_argument("--output", help="write the result as JSON here")
+    measure.set_defaults(func=cmd_measure)
+    compare = sub.add_parser("compare", help="before/after table of two measure results")
+    compare.add_argument("before")
+    compare.add_argument("after")
+    compare.add_argument("--markdown", help="also write the table here")
+    compare.add_argument("--json", dest="json_output", help="also write both results side by side here")
+    compare.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecError as error:
+        print(f"lab {args.command}: refused, nothing was created.\n{error}", file=sys.stderr)
+        return 2
+    except (InventoryError, LabError) as error:
+        print(f"lab {args.command}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

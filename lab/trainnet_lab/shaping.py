@@ -1,0 +1,119 @@
+"""One direction of a WAN link: the physics the emulator applies to each packet.
+
+Model (per directed site pair), in the order a packet meets it:
+  1. path MTU: a packet larger than the MTU does not enter (the emulator black-holes it, answers
+     with ICMP "fragmentation needed", or fragments it when DF is clear);
+  2. random loss: seeded Bernoulli trial per packet (like netem, a lost packet takes no queue space);
+  3. FIFO drop-tail queue of queue_bytes in front of the serialiser;
+  4. serialisation at rate_bit/s: departure = max(now, last departure) + size * 8 / rate;
+  5. propagation delay plus optional jitter, never earlier than the previous packet's release,
+     so the link never reorders.
+The queue is never materialised: with a serialisation clock, the bytes still waiting at time t
+are exactly (last_departure - t) * rate / 8. Packets then wait in a FIFO delay line until their
+release time; the emulator writes them out from there.
+
+Pure logic (no I/O), so it is unit-tested without root.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+# Results of DirectedLink.offer
+ACCEPTED = 0
+DROPPED = 1
+TOO_BIG = 2
+
+MIN_AUTO_QUEUE_BYTES = 64 * 1024
+
+
+def auto_queue_bytes(rate_mbit: float, delay_ms: float) -> int:
+    """About one bandwidth-delay product of the round trip, but never a uselessly tiny queue."""
+    bdp = rate_mbit * 1e6 / 8 * (2 * delay_ms / 1000)
+    return max(int(bdp), MIN_AUTO_QUEUE_BYTES)
+
+
+class DirectedLink:
+    """Shapes packets from one site to another. Counters are plain attributes for speed."""
+
+    COUNTERS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
+                "drop_loss", "drop_queue", "drop_mtu", "icmp_frag_needed_sent", "fragmented")
+
+    def __init__(self, src: str, dst: str, *, rate_mbit: float, delay_ms: float,
+                 jitter_ms: float = 0.0, loss: float = 0.0, queue_bytes: int = 0,
+                 mtu: int = 1500, icmp_blackhole: bool = False, seed: int | str = 0):
+        self.src = src
+        self.dst = dst
+        self.name = f"{src}->{dst}"
+        self.rate_mbit = rate_mbit
+        self.seconds_per_byte = 8.0 / (rate_mbit * 1e6)
+        self.bytes_per_second = rate_mbit * 1e6 / 8.0
+        self.delay = delay_ms / 1000.0
+        self.jitter = jitter_ms / 1000.0
+        self.loss = loss
+        self.queue_bytes = queue_bytes or auto_queue_bytes(rate_mbit, delay_ms)
+        self.mtu = mtu
+        self.icmp_blackhole = icmp_blackhole
+        # Separate generators so that enabling jitter does not change which packets are lost.
+        self._loss_random = random.Random(f"{seed}:{self.name}:loss").random
+        self._jitter_random = random.Random(f"{seed}:{self.name}:jitter").uniform
+        self.last_departure = 0.0
+        self.last_release = 0.0
+        # FIFO of (release_time, packet); release times never decrease.
+        self.delay_line: deque[tuple[float, bytes]] = deque()
+        for counter in self.COUNTERS:
+            setattr(self, counter, 0)
+
+    def backlog_bytes(self, now: float) -> float:
+        """Bytes still waiting for (or in) serialisation at time now."""
+        return max(0.0, (self.last_departure - now) * self.bytes_per_second)
+
+    def offer(self, packet: bytes, now: float) -> int:
+        """Admit a packet at time now: ACCEPTED (queued on the delay line), DROPPED or TOO_BIG."""
+        size = len(packet)
+        self.rx_packets += 1
+        self.rx_bytes += size
+        if size > self.mtu:
+            return TOO_BIG
+        if self.loss and self._loss_random() < self.loss:
+            self.drop_loss += 1
+            return DROPPED
+        start = self.last_departure
+        if start > now:
+            if (start - now) * self.bytes_per_second + size > self.queue_bytes:
+                self.drop_queue += 1
+                return DROPPED
+        else:
+            start = now
+        departure = start + size * self.seconds_per_byte
+        self.last_departure = departure
+        release = departure + self.delay
+        if self.jitter:
+            release += self._jitter_random(-self.jitter, self.jitter)
+            # Never before the packet has left the serialiser, never before the previous packet.
+            release = max(release, departure)
+        if release < self.last_release:
+            release = self.last_release
+        self.last_release = release
+        self.delay_line.append((release, packet))
+        return ACCEPTED
+
+    def next_release(self) -> float | None:
+        return self.delay_line[0][0] if self.delay_line else None
+
+    def pop_due(self, now: float) -> list[bytes]:
+        """Packets whose release time has come, in order (used by tests; the emulator inlines it)."""
+        due = []
+        line = self.delay_line
+        while line and line[0][0] <= now:
+            due.append(line.popleft()[1])
+        self.tx_packets += len(due)
+        self.tx_bytes += sum(len(p) for p in due)
+        return due
+
+    def counters(self, now: float) -> dict:
+        values = {name: getattr(self, name) for name in self.COUNTERS}
+        values["queued_bytes"] = int(self.backlog_bytes(now))
+        values["in_flight_packets"] = len(self.delay_line)
+        return values

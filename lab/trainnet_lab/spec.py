@@ -1,0 +1,441 @@
+"""The lab model (sites, hosts, WAN links) and its validation.
+
+A LabSpec is built from a plain description (the `raw` dict below) that comes either from the lab
+inventory (spec_from_inventory) or directly from Python (tests). Validation collects every problem,
+each naming the site, host or link and the field, so `lab up` can refuse before creating anything.
+
+raw = {
+  "sites": {"cn-home": {"lan": "198.18.1.0/24"}, ...},
+  "links": [{"sites": ["cn-home", "us-west"], "delay_ms": 75, "rate_mbit": 50, ...}, ...],
+  "hosts": {"cn-gpu1": {"site": "cn-home", "address": "198.18.1.11", "groups": [...]}, ...},
+  "seed": 42,
+}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import numbers
+import re
+from dataclasses import asdict, dataclass
+
+import yaml
+
+from . import DEFAULT_LAB_NAME
+from .inventory import Inventory
+from .shaping import auto_queue_bytes
+
+LAB_ADDRESS_SPACE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range
+DEFAULT_IMAGE = "localhost/trainnet-debian12:latest"
+HOST_KINDS = ("container", "netns")
+LAN_INTERFACE = "eth0"  # the LAN interface inside every lab host (data_plane_interface)
+LAN_MTU = 1500
+NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+LAB_NAME_PATTERN = re.compile(r"^trainnet-lab[a-z0-9-]*$")
+ROUTER_INFIX = "rt-"  # router namespaces are <lab>-rt-<site>; no host may be called rt-*
+
+LINK_REQUIRED = ("sites", "delay_ms", "rate_mbit")
+LINK_DEFAULTS = {"jitter_ms": 0, "loss": 0.0, "queue_bytes": 0, "mtu": 1500,
+                 "icmp_blackhole": False}
+LINK_FIELDS = set(LINK_REQUIRED) | set(LINK_DEFAULTS) | {"name"}
+MIN_MTU = 576      # the minimum datagram every IPv4 host must accept (RFC 791)
+MAX_MTU = 9000
+MAX_RATE_MBIT = 10000
+MAX_DELAY_MS = 10000
+
+
+class SpecError(ValueError):
+    """The lab description is invalid; .problems lists every problem found."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid lab description:\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    lan: str
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.lan)
+
+    @property
+    def router_address(self) -> str:
+        """The site router owns the first address of the LAN; hosts use it as default gateway."""
+        return str(self.network.network_address + 1)
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    site: str
+    address: str
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Link:
+    sites: tuple[str, str]
+    delay_ms: float
+    rate_mbit: float
+    jitter_ms: float = 0
+    loss: float = 0.0
+    queue_bytes: int = 0
+    mtu: int = 1500
+    icmp_blackhole: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.sites[0]}<->{self.sites[1]}"
+
+    @property
+    def effective_queue_bytes(self) -> int:
+        return self.queue_bytes or auto_queue_bytes(self.rate_mbit, self.delay_ms)
+
+    @property
+    def rtt_ms(self) -> float:
+        return 2 * self.delay_ms
+
+    def directed(self) -> list[dict]:
+        """Both directions, in the form the emulator's config takes."""
+        common = {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
+                  "rate_mbit": self.rate_mbit, "loss": self.loss,
+                  "queue_bytes": self.effective_queue_bytes, "mtu": self.mtu,
+                  "icmp_blackhole": self.icmp_blackhole}
+        a, b = self.sites
+        return [{"src": a, "dst": b, **common}, {"src": b, "dst": a, **common}]
+
+
+@dataclass
+class LabSpec:
+    sites: dict[str, Site]
+    hosts: dict[str, Host]
+    links: list[Link]
+    seed: int = 42
+    name: str = DEFAULT_LAB_NAME
+    host_kind: str = "container"
+    image: str = DEFAULT_IMAGE
+
+    # --- names of what the lab creates (all begin with the lab name) ---------------------------
+
+    def host_netns(self, host: str) -> str:
+        return f"{self.name}-{host}"
+
+    def router_netns(self, site: str) -> str:
+        return f"{self.name}-{ROUTER_INFIX}{site}"
+
+    def container(self, host: str) -> str:
+        return f"{self.name}-{host}"
+
+    @staticmethod
+    def router_veth(host: str) -> str:
+        """Router-side end of a host's LAN veth (inside the router namespace; max 15 chars)."""
+        name = f"v-{host}"
+        return name if len(name) <= 15 else "v-" + hashlib.sha1(host.encode()).hexdigest()[:12]
+
+    def hosts_in(self, site: str) -> list[Host]:
+        return [h for h in self.hosts.values() if h.site == site]
+
+    def link_between(self, a: str, b: str) -> Link | None:
+        return next((link for link in self.links if set(link.sites) == {a, b}), None)
+
+    # --- (de)serialisation -------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "host_kind": self.host_kind, "image": self.image, "seed": self.seed,
+            "sites": {n: {"lan": s.lan} for n, s in self.sites.items()},
+            "hosts": {n: {"site": h.site, "address": h.address, "groups": list(h.groups)}
+                      for n, h in self.hosts.items()},
+            "links": [{**asdict(link), "sites": list(link.sites)} for link in self.links],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LabSpec:
+        return build_spec({k: data[k] for k in ("sites", "hosts", "links", "seed")},
+                          name=data["name"], host_kind=data["host_kind"], image=data["image"])
+
+    def topology(self) -> dict:
+        """What cannot change under a running lab without rebuilding it (links can)."""
+        data = self.to_dict()
+        return {k: data[k] for k in ("name", "host_kind", "image", "sites", "hosts")}
+
+    def emulator_config(self, state_dir: str) -> dict:
+        return {
+            "lab": self.name, "seed": self.seed, "tun_mtu": LAN_MTU,
+            "status_file": f"{state_dir}/emulator-status.json",
+            "pid_file": f"{state_dir}/emulator.pid",
+            "sites": [{"name": s.name, "netns": self.router_netns(s.name), "lan": s.lan,
+                       "router_address": s.router_address} for s in self.sites.values()],
+            "links": [d for link in self.links for d in link.directed()],
+        }
+
+    def restricted_to(self, site_names: list[str]) -> LabSpec:
+        unknown = [s for s in site_names if s not in self.sites]
+        if unknown:
+            raise SpecError([f"--sites: unknown site {s} (known: {', '.join(self.sites)})"
+                             for s in unknown])
+        keep = set(site_names)
+        return LabSpec(
+            sites={n: s for n, s in self.sites.items() if n in keep},
+            hosts={n: h for n, h in self.hosts.items() if h.site in keep},
+            links=[link for link in self.links if set(link.sites) <= keep],
+            seed=self.seed, name=self.name, host_kind=self.host_kind, image=self.image)
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _validate_sites(raw_sites, problems: list[str]) -> dict[str, Site]:
+    sites: dict[str, Site] = {}
+    if not isinstance(raw_sites, dict) or not raw_sites:
+        problems.append("trainnet_sites: expected a non-empty mapping of site name to {lan: ...}")
+        return sites
+    for name, body in raw_sites.items():
+        where = f"site {name}"
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            problems.append(f"{where}: name must be lowercase letters, digits and '-'")
+            continue
+        lan = (body or {}).get("lan") if isinstance(body, dict) else None
+        try:
+            network = ipaddress.IPv4Network(str(lan))
+        except ValueError:
+            problems.append(f"{where}: lan = {lan!r} is not an IPv4 network such as 198.18.1.0/24")
+            continue
+        if network.prefixlen > 29:
+            problems.append(f"{where}: lan = {lan} is too small (at most /29)")
+            continue
+        if not network.subnet_of(LAB_ADDRESS_SPACE):
+            problems.append(f"{where}: lan = {lan} is outside {LAB_ADDRESS_SPACE} "
+                            "(lab addresses come from the RFC 2544 benchmarking range)")
+            continue
+        for other in sites.values():
+            if network.overlaps(other.network):
+                problems.append(f"{where}: lan = {lan} overlaps site {other.name} ({other.lan})")
+        sites[name] = Site(name, str(network))
+    return sites
+
+
+def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str]) -> Link | None:
+    if not isinstance(raw, dict):
+        problems.append(f"trainnet_wan_links[{index}]: expected a mapping")
+        return None
+    pair = raw.get("sites")
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(s, str) for s in pair):
+        where = f"link {pair[0]}<->{pair[1]}"
+    else:
+        where = f"trainnet_wan_links[{index}]"
+    before = len(problems)
+    for unknown in sorted(set(raw) - LINK_FIELDS):
+        problems.append(f"{where}: unknown field {unknown!r} (fields: {', '.join(sorted(LINK_FIELDS))})")
+    for required in LINK_REQUIRED:
+        if required not in raw:
+            problems.append(f"{where}: {required} is missing")
+    if "sites" in raw:
+        if where.startswith("trainnet_wan_links"):
+            problems.append(f"{where}: sites = {pair!r} must be a list of two site names")
+        else:
+            for site in pair:
+                if site not in sites:
+                    problems.append(f"{where}: sites: unknown site {site!r}")
+            if pair[0] == pair[1]:
+                problems.append(f"{where}: sites: a link joins two different sites")
+    values = {**LINK_DEFAULTS, **raw}
+
+    def check(field_name, ok, requirement):
+        if field_name in values and not ok(values[field_name]):
+            problems.append(f"{where}: {field_name} = {values[field_name]!r} {requirement}")
+
+    check("delay_ms", lambda v: _is_number(v) and 0 <= v <= MAX_DELAY_MS,
+          f"must be a number of milliseconds, 0 to {MAX_DELAY_MS} (one way; not negative)")
+    check("jitter_ms", lambda v: _is_number(v) and 0 <= v <= MAX_DELAY_MS,
+          "must be a number of milliseconds, not negative")
+    check("rate_mbit", lambda v: _is_number(v) and 0 < v <= MAX_RATE_MBIT,
+          f"must be a rate in Mbit/s above 0 (at most {MAX_RATE_MBIT})")
+    check("loss", lambda v: _is_number(v) and 0 <= v < 1,
+          "must be a probability in [0, 1) (0.01 is 1%)")
+    check("mtu", lambda v: isinstance(v, int) and not isinstance(v, bool) and MIN_MTU <= v <= MAX_MTU,
+          f"must be an integer from {MIN_MTU} to {MAX_MTU}")
+    check("queue_bytes", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+          "must be an integer number of bytes (0 = about one BDP)")
+    if (isinstance(values.get("queue_bytes"), int) and isinstance(values.get("mtu"), int)
+            and 0 < values["queue_bytes"] < values["mtu"]):
+        problems.append(f"{where}: queue_bytes = {values['queue_bytes']} cannot hold one packet "
+                        f"of the path MTU ({values['mtu']}); use 0 for about one BDP")
+    check("icmp_blackhole", lambda v: isinstance(v, bool), "must be true or false")
+    if len(problems) > before:
+        return None
+    return Link(sites=(pair[0], pair[1]), delay_ms=values["delay_ms"],
+                rate_mbit=values["rate_mbit"], jitter_ms=values["jitter_ms"], loss=values["loss"],
+                queue_bytes=values["queue_bytes"], mtu=values["mtu"],
+                icmp_blackhole=values["icmp_blackhole"])
+
+
+def _validate_hosts(raw_hosts, sites: dict[str, Site], problems: list[str]) -> dict[str, Host]:
+    hosts: dict[str, Host] = {}
+    owners: dict[str, str] = {}
+    if not isinstance(raw_hosts, dict) or not raw_hosts:
+        problems.append("hosts: the lab needs at least one host")
+        return hosts
+    for name, body in raw_hosts.items():
+        where = f"host {name}"
+        body = body or {}
+        if not isinstance(name, str) or not NAME_PATTERN.match(name) or len(name) > 40:
+            problems.append(f"{where}: name must be lowercase letters, digits and '-' (max 40)")
+            continue
+        if name.startswith(ROUTER_INFIX):
+            problems.append(f"{where}: names beginning with {ROUTER_INFIX!r} are reserved for "
+                            "site router namespaces")
+            continue
+        site_name, address = body.get("site"), body.get("address")
+        ok = True
+        if site_name is None:
+            problems.append(f"{where}: trainnet_site is missing")
+            ok = False
+        elif site_name not in sites:
+            problems.append(f"{where}: trainnet_site = {site_name!r} is not a known site "
+                            f"(known: {', '.join(sites) or 'none'})")
+            ok = False
+        try:
+            parsed = ipaddress.IPv4Address(str(address))
+        except ValueError:
+            problems.append(f"{where}: trainnet_lab_address = {address!r} is not an IPv4 address")
+            continue
+        if str(parsed) in owners:
+            problems.append(f"{where}: trainnet_lab_address = {parsed} is already the address "
+                            f"of host {owners[str(parsed)]}")
+            ok = False
+        owners.setdefault(str(parsed), name)
+        if ok:
+            site = sites[site_name]
+            network = site.network
+            if parsed not in network:
+                problems.append(f"{where}: trainnet_lab_address = {parsed} is outside the LAN "
+                                f"of site {site_name} ({site.lan})")
+                ok = False
+            elif parsed in (network.network_address, network.broadcast_address):
+                problems.append(f"{where}: trainnet_lab_address = {parsed} is the network or "
+                                f"broadcast address of {site.lan}")
+                ok = False
+            elif str(parsed) == site.router_address:
+                problems.append(f"{where}: trainnet_lab_address = {parsed} is the site router's "
+                                f"address on {site.lan}")
+                ok = False
+        if ok:
+            hosts[name] = Host(name, site_name, str(parsed), tuple(body.get("groups") or ()))
+    return hosts
+
+
+def build_spec(raw: dict, *, name: str = DEFAULT_LAB_NAME, host_kind: str = "container",
+               image: str = DEFAULT_IMAGE) -> LabSpec:
+    """Validate a raw lab description; raise SpecError listing every problem."""
+    problems: list[str] = []
+    if not LAB_NAME_PATTERN.match(name or "") or len(name) > 40:
+        problems.append(f"lab name {name!r} must begin with 'trainnet-lab' and use lowercase "
+                        "letters, digits and '-' (max 40)")
+    if host_kind not in HOST_KINDS:
+        problems.append(f"host kind {host_kind!r} must be one of {', '.join(HOST_KINDS)}")
+    sites = _validate_sites(raw.get("sites"), problems)
+    links: list[Link] = []
+    raw_links = raw.get("links") or []
+    if not isinstance(raw_links, list):
+        problems.append("trainnet_wan_links: expected a list of links")
+        raw_links = []
+    seen_pairs: dict[frozenset, str] = {}
+    for index, raw_link in enumerate(raw_links):
+        link = _validate_link(index, raw_link, sites, problems)
+        if link is None:
+            continue
+        pair = frozenset(link.sites)
+        if pair in seen_pairs:
+            problems.append(f"link {link.name}: the sites are already joined by link "
+                            f"{seen_pairs[pair]}")
+            continue
+        seen_pairs[pair] = link.name
+        links.append(link)
+    hosts = _validate_hosts(raw.get("hosts"), sites, problems)
+    seed = raw.get("seed", 42)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        problems.append(f"trainnet_lab_seed = {seed!r} must be an integer")
+    if problems:
+        raise SpecError(problems)
+    return LabSpec(sites=sites, hosts=hosts, links=links, seed=seed, name=name,
+                   host_kind=host_kind, image=image)
+
+
+# --- from the inventory -------------------------------------------------------------------------
+
+def parse_link_override(text: str) -> tuple[tuple[str, str], dict]:
+    """'cn-home,us-west:loss=0.01,delay_ms=10' -> (('cn-home', 'us-west'), {'loss': 0.01, ...})."""
+    try:
+        pair_text, settings_text = text.split(":", 1)
+        a, b = [s.strip() for s in pair_text.replace("<->", ",").split(",")]
+        settings = {}
+        for item in settings_text.split(","):
+            key, value = item.split("=", 1)
+            settings[key.strip()] = yaml.safe_load(value)
+    except ValueError as error:
+        raise SpecError([f"--link {text!r}: expected SITE_A,SITE_B:field=value[,field=value]"]) \
+            from error
+    return (a, b), settings
+
+
+def apply_link_overrides(raw_links: list, overrides: list[str]) -> list:
+    links = [dict(link) if isinstance(link, dict) else link for link in raw_links]
+    for text in overrides:
+        (a, b), settings = parse_link_override(text)
+        for link in links:
+            if isinstance(link, dict) and set(link.get("sites") or ()) == {a, b}:
+                link.update(settings)
+                break
+        else:
+            links.append({"sites": [a, b], **settings})
+    return links
+
+
+def raw_from_inventory(inventory: Inventory, *, host_kind: str = "container",
+                       name: str = DEFAULT_LAB_NAME) -> tuple[dict, list[str]]:
+    """The raw lab description held by an inventory, plus inventory-level problems."""
+    problems = []
+    hosts = {}
+    for host, hostvars in inventory.hosts.items():
+        groups = inventory.groups_of(host)
+        site = hostvars.get("trainnet_site")
+        hosts[host] = {"site": site, "address": hostvars.get("trainnet_lab_address"),
+                       "groups": groups}
+        if isinstance(site, str):
+            expected_group = "site_" + site.replace("-", "_")
+            for group in groups:
+                if group.startswith("site_") and group != expected_group:
+                    problems.append(f"host {host}: is in group {group} but trainnet_site = {site}")
+        if host_kind == "container" and "ansible_host" in hostvars:
+            container = f"{name}-{host}"
+            if hostvars["ansible_host"] != container:
+                problems.append(f"host {host}: ansible_host = {hostvars['ansible_host']!r} but the "
+                                f"lab names its container {container!r}")
+    raw = {"sites": inventory.all_vars.get("trainnet_sites"),
+           "links": inventory.all_vars.get("trainnet_wan_links"),
+           "seed": inventory.all_vars.get("trainnet_lab_seed", 42),
+           "hosts": hosts}
+    return raw, problems
+
+
+def spec_from_inventory(inventory: Inventory, *, sites: list[str] | None = None,
+                        link_overrides: list[str] = (), name: str = DEFAULT_LAB_NAME,
+                        host_kind: str = "container", image: str = DEFAULT_IMAGE) -> LabSpec:
+    raw, problems = raw_from_inventory(inventory, host_kind=host_kind, name=name)
+    if link_overrides:
+        raw["links"] = apply_link_overrides(raw.get("links") or [], list(link_overrides))
+    try:
+        spec = build_spec(raw, name=name, host_kind=host_kind, image=image)
+    except SpecError as error:
+        raise SpecError(problems + error.problems) from None
+    if problems:
+        raise SpecError(problems)
+    return spec.restricted_to(sites) if sites else spec

@@ -1,0 +1,67 @@
+"""Traffic helpers for the lab tests: bounded ping and iperf3 runs between lab hosts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from trainnet_lab.lab import Lab
+from trainnet_lab.measure import parse_ping
+
+IPERF3_PORT = 5401
+
+
+def ping(lab: Lab, source: str, destination: str, *, count: int, interval: float) -> dict:
+    address = lab.spec.hosts[destination].address
+    # Warm up ARP on both LANs so the first reply does not carry a resolution delay.
+    lab.run_on(source, ["ping", "-n", "-q", "-c", "2", "-W", "2", address], timeout=15)
+    # No -w: with a deadline ping stops at the count-th reply and counts the echo requests
+    # still in flight as lost.
+    result = lab.run_on(source, ["ping", "-n", "-q", "-c", str(count), "-i", str(interval),
+                                 "-W", "2", address], timeout=count * interval + 20)
+    return parse_ping(result.stdout)
+
+
+def iperf3(lab: Lab, client: str, server: str, *args: str, duration: float, port: int = IPERF3_PORT,
+           timeout_extra: int = 25) -> dict:
+    """Run iperf3 -J from client to server (both bounded by `timeout`); return the JSON."""
+    address = lab.spec.hosts[server].address
+    server_process = lab.popen_on(
+        server, ["timeout", str(int(duration) + timeout_extra + 10), "iperf3", "-s", "-1",
+                 "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _attempt in range(50):
+            if lab.run_on(server, ["ss", "-Hltn", f"sport = :{port}"], timeout=10).stdout.strip():
+                break
+            subprocess.run(["sleep", "0.1"], check=True)
+        completed = lab.run_on(
+            client, ["timeout", str(int(duration) + timeout_extra), "iperf3", "-c", address,
+                     "-p", str(port), "-J", *args], timeout=duration + timeout_extra + 15)
+        try:
+            return json.loads(completed.stdout)
+        except ValueError:
+            return {"error": completed.stdout + completed.stderr}
+    finally:
+        try:
+            server_process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server_process.kill()
+            server_process.wait(timeout=5)
+
+
+def received_mbit(result: dict) -> float:
+    end = result.get("end", {})
+    summary = end.get("sum_received") or end.get("sum") or {}
+    return summary.get("bits_per_second", 0.0) / 1e6
+
+
+def set_sysctls(lab: Lab, host: str, settings: dict[str, str]) -> None:
+    lab.run_on(host, ["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in settings.items()]],
+               check=True)
+
+
+def emulator_counters(lab: Lab, direction: str) -> dict:
+    for link in lab.status()["links"]:
+        if direction in link["directions"]:
+            return link["directions"][direction]
+    raise KeyError(direction)
