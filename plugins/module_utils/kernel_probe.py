@@ -409,44 +409,44 @@ def unshare_failed(stderr):
     return bool(_UNSHARE_FAIL_RE.search(stderr or ''))
 
 
-def classify_qdisc_probe(rc, stdout, stderr):
-    """(True/False/None, message) from `unshare --net -- tc qdisc add dev lo root KIND`."""
+# Lower-case stderr fragments that mean "this kernel lacks the feature" for each probe.
+_QDISC_ABSENT = ('qdisc kind is unknown', 'rtnetlink answers: no such file or directory')
+_WIREGUARD_ABSENT = ('unknown device type', 'operation not supported')
+_NFT_ABSENT = ('operation not supported', 'no such file or directory',
+               'protocol not supported', 'address family not supported')
+
+
+def _classify_probe(rc, stdout, stderr, absent_markers):
+    """(True/False/None, message) from a probe run under `unshare --net --`.
+
+    rc 0 means the kernel accepted it (True); unshare itself failing is inconclusive (None);
+    stderr containing one of the lower-case `absent_markers` means unsupported (False);
+    any other error is inconclusive (None).
+    """
     if rc == 0:
         return True, 'accepted'
     msg = _probe_error(stdout, stderr)
     if unshare_failed(stderr):
         return None, msg
     low = (stderr or '').lower()
-    if 'qdisc kind is unknown' in low or 'rtnetlink answers: no such file or directory' in low:
+    if any(marker in low for marker in absent_markers):
         return False, msg
     return None, msg
+
+
+def classify_qdisc_probe(rc, stdout, stderr):
+    """(True/False/None, message) from `unshare --net -- tc qdisc add dev lo root KIND`."""
+    return _classify_probe(rc, stdout, stderr, _QDISC_ABSENT)
 
 
 def classify_wireguard_probe(rc, stdout, stderr):
     """(True/False/None, message) from `unshare --net -- ip link add wgprobe type wireguard`."""
-    if rc == 0:
-        return True, 'accepted'
-    msg = _probe_error(stdout, stderr)
-    if unshare_failed(stderr):
-        return None, msg
-    low = (stderr or '').lower()
-    if 'unknown device type' in low or 'operation not supported' in low:
-        return False, msg
-    return None, msg
+    return _classify_probe(rc, stdout, stderr, _WIREGUARD_ABSENT)
 
 
 def classify_nft_probe(rc, stdout, stderr):
     """(True/False/None, message) from `unshare --net -- nft add table inet trainnet_probe`."""
-    if rc == 0:
-        return True, 'accepted'
-    msg = _probe_error(stdout, stderr)
-    if unshare_failed(stderr):
-        return None, msg
-    low = (stderr or '').lower()
-    if 'operation not supported' in low or 'no such file or directory' in low \
-            or 'protocol not supported' in low or 'address family not supported' in low:
-        return False, msg
-    return None, msg
+    return _classify_probe(rc, stdout, stderr, _NFT_ABSENT)
 
 
 # --------------------------------------------------------------------------- requirements

@@ -13,26 +13,12 @@ import os
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.longhaul.trainnet.plugins.modules import interface_link
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    import contextlib
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        old = basic._ANSIBLE_ARGS
-        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-        try:
-            yield
-        finally:
-            basic._ANSIBLE_ARGS = old
-
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "fixtures", "interface_link")
+from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
+    AnsibleExitJson, AnsibleFailJson, capture_warnings, fake_get_bin_path, patch_module, patch_module_args,
+    read_fixture,
+)
 
 BINS = {
     "ip": "/usr/sbin/ip",
@@ -45,16 +31,7 @@ KERNEL_QDISCS = ("pfifo", "pfifo_fast", "tbf", "htb", "noqueue", "mq")
 
 
 def fixture(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
-        return handle.read()
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
+    return read_fixture("interface_link", name)
 
 
 class FakeHost(object):
@@ -168,22 +145,8 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setattr(interface_link, "SYS_CLASS_NET", str(sysfs))
     monkeypatch.setattr(interface_link, "SYSTEMD_RUNTIME_DIR", str(systemd_dir))
 
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, msg, **kwargs):
-        kwargs["msg"] = msg
-        raise FailJson(kwargs)
-
-    def get_bin_path(self, arg, required=False, opt_dirs=None):
-        return BINS.get(arg)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
-
-    warnings = []
-    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
+    patch_module(monkeypatch, get_bin_path=fake_get_bin_path(BINS))
+    warnings = capture_warnings(monkeypatch)
 
     class Env(object):
         pass
@@ -211,9 +174,9 @@ def run_module(args, check_mode=False, diff=False):
     if diff:
         args["_ansible_diff"] = True
     with patch_module_args(args):
-        with pytest.raises((ExitJson, FailJson)) as info:
+        with pytest.raises((AnsibleExitJson, AnsibleFailJson)) as info:
             interface_link.main()
-    return info.type is ExitJson, info.value.args[0]
+    return info.type is AnsibleExitJson, info.value.args[0]
 
 
 # --- happy paths ----------------------------------------------------------------------------

@@ -7,48 +7,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import contextlib
 import errno
-import json
 
 import pytest
 
-from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.longhaul.trainnet.plugins.modules import kernel_capability
-
-try:
-    from unittest import mock
-except ImportError:  # pragma: no cover
-    import mock  # type: ignore[no-redef]
-
-try:
-    from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
-except ImportError:  # pragma: no cover - older ansible-core
-    @contextlib.contextmanager
-    def patch_module_args(args=None):
-        serialized = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args or {}}))
-        with mock.patch.object(basic, '_ANSIBLE_ARGS', serialized):
-            yield
-
-
-class AnsibleExitJson(Exception):
-    pass
-
-
-class AnsibleFailJson(Exception):
-    pass
-
-
-def exit_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise AnsibleExitJson(kwargs)
-
-
-def fail_json(self, **kwargs):  # pylint: disable=unused-argument
-    kwargs['failed'] = True
-    raise AnsibleFailJson(kwargs)
-
+from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
+    fake_get_bin_path, mock, module_patches, patch_module_args, run_main,
+)
 
 HOST_INO = 0xEFFFFFF9
 NETNS_INO = 4026532177
@@ -180,20 +148,11 @@ def fake_run_command(calls, overrides=None):
 def run_module(args, io, calls=None, run_overrides=None, bin_paths=None):
     calls = [] if calls is None else calls
     paths = BIN_PATHS if bin_paths is None else bin_paths
-
-    def get_bin_path(self, name, *a, **kw):  # pylint: disable=unused-argument
-        return paths.get(name)
-
     with patch_module_args(args):
-        with mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
-                                 get_bin_path=get_bin_path,
-                                 run_command=fake_run_command(calls, run_overrides)):
+        with module_patches(get_bin_path=fake_get_bin_path(paths),
+                            run_command=fake_run_command(calls, run_overrides)):
             with mock.patch.object(kernel_capability, 'HostIO', return_value=io):
-                try:
-                    kernel_capability.main()
-                except (AnsibleExitJson, AnsibleFailJson) as exc:
-                    return exc.args[0]
-    raise AssertionError('module did not exit')  # pragma: no cover
+                return run_main(kernel_capability.main)
 
 
 TOP_KEYS = {

@@ -9,32 +9,15 @@ __metaclass__ = type
 
 import contextlib
 import errno
-import json
 import os
 import socket
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
-
 from ansible_collections.longhaul.trainnet.plugins.modules import link_measure
-
-try:
-    from unittest import mock
-except ImportError:  # pragma: no cover
-    import mock  # type: ignore[no-redef]
-
-try:
-    from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
-except ImportError:  # pragma: no cover - older ansible-core
-    @contextlib.contextmanager
-    def patch_module_args(args=None):
-        serialized = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args or {}}))
-        with mock.patch.object(basic, '_ANSIBLE_ARGS', serialized):
-            yield
-
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures', 'link_measure')
+from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
+    fake_get_bin_path, mock, module_patches, patch_module_args, read_fixture, run_main,
+)
 
 PEER = '198.18.250.2'
 BINS = {
@@ -45,25 +28,7 @@ BINS = {
 
 
 def fixture(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
-        return handle.read()
-
-
-class AnsibleExitJson(Exception):
-    pass
-
-
-class AnsibleFailJson(Exception):
-    pass
-
-
-def exit_json(self, **kwargs):  # pylint: disable=unused-argument
-    raise AnsibleExitJson(kwargs)
-
-
-def fail_json(self, **kwargs):  # pylint: disable=unused-argument
-    kwargs['failed'] = True
-    raise AnsibleFailJson(kwargs)
+    return read_fixture('link_measure', name)
 
 
 class FakeHost(object):
@@ -190,21 +155,13 @@ def run_module(args, host=None, net=None, check_mode=False, bins=None):
     if check_mode:
         args = dict(args, _ansible_check_mode=True)
 
-    def get_bin_path(self, name, *a, **kw):  # pylint: disable=unused-argument
-        return paths.get(name)
-
     def run_command(self, argv, **kwargs):  # pylint: disable=unused-argument
         return host(argv, **kwargs)
 
     with patch_module_args(args):
-        with mock.patch.multiple(basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
-                                 get_bin_path=get_bin_path, run_command=run_command):
+        with module_patches(get_bin_path=fake_get_bin_path(paths), run_command=run_command):
             with mock.patch.object(link_measure, 'Net', return_value=net):
-                try:
-                    link_measure.main()
-                except (AnsibleExitJson, AnsibleFailJson) as exc:
-                    return exc.args[0]
-    raise AssertionError('module did not exit')  # pragma: no cover
+                return run_main(link_measure.main)
 
 
 RETURN_KEYS = {

@@ -13,41 +13,15 @@ import stat
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
-
 from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_file as sf
 from ansible_collections.longhaul.trainnet.plugins.modules import sysctl_profile
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    import contextlib
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        old = basic._ANSIBLE_ARGS
-        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-        try:
-            yield
-        finally:
-            basic._ANSIBLE_ARGS = old
-
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "fixtures", "sysctl_profile")
+from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
+    AnsibleExitJson, AnsibleFailJson, capture_warnings, patch_module, patch_module_args, read_fixture,
+)
 
 
 def snapshot(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
-        return json.load(handle)
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
+    return json.loads(read_fixture("sysctl_profile", name))
 
 
 class FakeProc(sf.ProcSys):
@@ -88,25 +62,11 @@ class FakeProc(sf.ProcSys):
 
 @pytest.fixture
 def module_calls(monkeypatch):
-    warnings = []
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        kwargs["failed"] = True
-        raise FailJson(kwargs)
-
-    def warn(self, msg):
-        warnings.append(msg)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
-    return warnings
+    patch_module(monkeypatch)
+    return capture_warnings(monkeypatch)
 
 
-def run_module(args, proc, check=False, diff=False, expect=ExitJson):
+def run_module(args, proc, check=False, diff=False, expect=AnsibleExitJson):
     args = dict(args)
     args["_ansible_check_mode"] = check
     args["_ansible_diff"] = diff
@@ -229,7 +189,7 @@ def test_removed_key_disappears_from_file(tmp_path, module_calls):
 def test_strict_fails_before_changing_anything(tmp_path, module_calls):
     path = str(tmp_path / "p.conf")
     proc = netns(tmp_path)
-    result = run_module({"path": path, "settings": SETTINGS, "strict": True}, proc, expect=FailJson)
+    result = run_module({"path": path, "settings": SETTINGS, "strict": True}, proc, expect=AnsibleFailJson)
     assert "net.core.rmem_max" in result["msg"] and "nothing was changed" in result["msg"]
     assert result["failed_keys"] == ["net.core.rmem_max"]
     assert result["keys"]["net.core.rmem_max"]["status"] == "failed"
@@ -250,7 +210,7 @@ def test_read_back_mismatch_fails_the_module(tmp_path, module_calls):
     proc = init_ns(tmp_path, clamp={"net.ipv4.tcp_rmem": "4096 131072 33554432"})
     result = run_module({"path": path, "settings": {"net.ipv4.tcp_rmem": "4096 131072 99999999",
                                                     "net.ipv4.tcp_mtu_probing": 1}},
-                        proc, expect=FailJson)
+                        proc, expect=AnsibleFailJson)
     assert result["failed_keys"] == ["net.ipv4.tcp_rmem"]
     assert "net.ipv4.tcp_rmem failed" in result["msg"] and "reads back" in result["msg"]
     assert result["applied"] == ["net.ipv4.tcp_mtu_probing"]
@@ -260,7 +220,7 @@ def test_read_back_mismatch_fails_the_module(tmp_path, module_calls):
 def test_unexpected_error_fails_naming_the_key(tmp_path, module_calls):
     proc = init_ns(tmp_path, write_errors={"net.ipv4.tcp_mtu_probing": errno.EIO})
     result = run_module({"path": str(tmp_path / "p.conf"),
-                         "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc, expect=FailJson)
+                         "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc, expect=AnsibleFailJson)
     assert "net.ipv4.tcp_mtu_probing" in result["msg"] and "EIO" in result["msg"]
     assert not os.path.exists(str(tmp_path / "p.conf"))
 
@@ -319,17 +279,17 @@ def test_absent_removes_file_and_keeps_live_values(tmp_path, module_calls):
 def test_invalid_settings_fail(tmp_path, module_calls):
     result = run_module({"path": str(tmp_path / "p.conf"),
                          "settings": {"net.ipv4.tcp_rmem": {"a": 1}}},
-                        init_ns(tmp_path), expect=FailJson)
+                        init_ns(tmp_path), expect=AnsibleFailJson)
     assert "net.ipv4.tcp_rmem" in result["msg"]
 
 
 def test_settings_required_when_present(tmp_path, module_calls):
-    result = run_module({"path": str(tmp_path / "p.conf")}, init_ns(tmp_path), expect=FailJson)
+    result = run_module({"path": str(tmp_path / "p.conf")}, init_ns(tmp_path), expect=AnsibleFailJson)
     assert "settings" in result["msg"]
 
 
 def test_missing_parent_directory_fails(tmp_path, module_calls):
     result = run_module({"path": str(tmp_path / "nope" / "p.conf"),
                          "settings": {"net.ipv4.tcp_mtu_probing": 1}},
-                        init_ns(tmp_path), expect=FailJson)
+                        init_ns(tmp_path), expect=AnsibleFailJson)
     assert "does not exist" in result["msg"]
