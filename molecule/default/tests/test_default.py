@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -158,9 +159,11 @@ def run_playbook(host, playbook, *args):
     proc = subprocess.run(
         ["ansible-playbook", "-i", INVENTORY, os.path.join(project, "playbooks", playbook),
          "-e", "trainnet_data_plane_hosts=" + host.backend.name] + list(args),
+        # molecule exports ANSIBLE_FORCE_COLOR for its own runs; the diff is parsed here.
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
         capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return proc.stdout
+    return re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
 
 
 def test_drift_shown_exactly_then_remediated(host):
