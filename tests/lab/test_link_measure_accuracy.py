@@ -1,0 +1,164 @@
+"""Accuracy of longhaul.trainnet.link_measure against the lab's known link physics.
+
+A two-site lab of bare namespaces named trainnet-labacc (198.19.101.0/24 and 198.19.102.0/24,
+so it never collides with trainnet-lab or trainnet-labtest) is built once for this file and
+removed in a finalizer, even on failure. The module runs inside the source namespace as a plain
+Python program (AnsiballZ is not needed: module args in a JSON file, PYTHONPATH=.collections),
+exactly the code `ansible -m longhaul.trainnet.link_measure` would run there.
+
+Loss: the emulator drops each packet with probability p in each direction, so an echo probe is
+lost with 1 - (1 - p)^2; the link uses p = 0.005 so that probe loss is ~1% (0.9975%).
+Runtime about 1 minute.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, missing_lab_requirements
+from lab_traffic import iperf3, received_mbit, set_sysctls
+from trainnet_lab.lab import Lab, LabError
+from trainnet_lab.spec import build_spec
+
+pytestmark = pytest.mark.lab
+
+LAB_NAME = "trainnet-labacc"
+MODULE = REPO_ROOT / "plugins" / "modules" / "link_measure.py"
+COLLECTIONS = REPO_ROOT / ".collections"
+ONE_WAY_MS = 75
+PATH_MTU = 1400
+LINK_LOSS = 0.005
+PROBE_LOSS_PCT = 100 * (1 - (1 - LINK_LOSS) ** 2)
+ROOMY_BUFFERS = {"net.ipv4.tcp_rmem": "4096 131072 33554432",
+                 "net.ipv4.tcp_wmem": "4096 16384 33554432"}
+FAR = "198.19.102.10"
+
+
+def raw(**link) -> dict:
+    return {
+        "sites": {"near": {"lan": "198.19.101.0/24"}, "far": {"lan": "198.19.102.0/24"}},
+        "links": [{"sites": ["near", "far"], "delay_ms": ONE_WAY_MS, "rate_mbit": 50, **link}],
+        "hosts": {"near1": {"site": "near", "address": "198.19.101.10"},
+                  "far1": {"site": "far", "address": FAR}},
+        "seed": 11,
+    }
+
+
+@pytest.fixture(scope="module")
+def acc_lab():
+    reason = missing_lab_requirements()
+    if reason:
+        pytest.skip(reason)
+    if not (COLLECTIONS / "ansible_collections" / "longhaul" / "trainnet").exists():
+        pytest.skip("needs .collections (source scripts/bootstrap.sh)")
+    try:
+        Lab.from_state(LAB_NAME).down(log=lambda *_: None)
+    except LabError:
+        pass
+    labs: list[Lab] = []
+
+    def build(**link) -> Lab:
+        lab = Lab(build_spec(raw(**link), name=LAB_NAME, host_kind="netns"))
+        labs.append(lab)
+        lab.up(log=lambda *_: None)
+        return lab
+
+    yield build
+    leftovers = Lab.from_state(LAB_NAME).down(log=lambda *_: None) if labs else []
+    assert not leftovers, f"lab down left: {leftovers}"
+
+
+def run_module(lab: Lab, host: str, deadline: float, **args) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, handle)
+    try:
+        started = time.monotonic()
+        completed = lab.run_on(host, ["timeout", str(int(deadline)), "env", f"PYTHONPATH={COLLECTIONS}",
+                                      "LANG=C", sys.executable, str(MODULE), handle.name],
+                               timeout=deadline + 10)
+        result = json.loads(completed.stdout or "{}") if completed.stdout.strip() else {
+            "failed": True, "msg": completed.stderr}
+        result["_wall_s"] = time.monotonic() - started
+        return result
+    finally:
+        Path(handle.name).unlink()
+
+
+_lossy: dict = {}
+
+
+def lossy_result(acc_lab) -> dict:
+    """One module run (RTT over 3,000 probes + PMTU search) on the lossy black-holed link."""
+    if not _lossy:
+        lab = acc_lab(loss=LINK_LOSS, mtu=PATH_MTU, icmp_blackhole=True)
+        lab.run_on("near1", ["ping", "-n", "-q", "-c", "2", "-W", "2", FAR], timeout=10)
+        _lossy.update(run_module(lab, "near1", 90, peer=FAR, iperf3=False, tfo=False,
+                                 ping_count=3000, ping_interval=0.005, timeout=80))
+    return _lossy
+
+
+def test_rtt_within_3_percent(acc_lab, figure):
+    result = lossy_result(acc_lab)
+    assert not result.get("failed"), result.get("msg")
+    rtt = result["rtt_ms"]["avg"]
+    ok = abs(rtt - 2 * ONE_WAY_MS) <= 0.03 * 2 * ONE_WAY_MS
+    figure(f"RTT avg {rtt} ms (mdev {result['rtt_ms']['mdev']}) over {result['probes_sent']} probes",
+           f"{2 * ONE_WAY_MS} ms +- 3%", ok)
+    assert ok
+
+
+def test_loss_within_0_3_points(acc_lab, figure):
+    result = lossy_result(acc_lab)
+    loss = result["loss_pct"]
+    ok = abs(loss - PROBE_LOSS_PCT) <= 0.3 and result["probes_sent"] >= 2000
+    figure(f"loss {loss}% of {result['probes_sent']} probes",
+           f"{PROBE_LOSS_PCT:.3f}% (p={LINK_LOSS} each way) +- 0.3 points", ok)
+    assert result["probes_sent"] >= 2000
+    assert abs(loss - PROBE_LOSS_PCT) <= 0.3
+
+
+def test_path_mtu_within_8_bytes_and_black_hole_seen(acc_lab, figure):
+    result = lossy_result(acc_lab)
+    mtu = result["path_mtu_bytes"]
+    ok = mtu is not None and abs(mtu - PATH_MTU) <= 8
+    figure(f"path MTU {mtu}, black hole {result['pmtu_blackhole']}, "
+           f"{len(result['pmtu_probes'])} probes", f"{PATH_MTU} +- 8, black hole true", ok)
+    assert ok, result["pmtu_probes"]
+    assert result["pmtu_blackhole"] is True
+
+
+def test_throughput_within_10_percent_of_iperf3_and_default_timing(acc_lab, figure):
+    lab = acc_lab(loss=0.0, mtu=1500, icmp_blackhole=False)
+    for host in ("near1", "far1"):
+        set_sysctls(lab, host, ROOMY_BUFFERS)
+    port = 5411
+    server = lab.popen_on("far1", ["timeout", "60", "iperf3", "-s", "-1", "-p", str(port)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _attempt in range(50):
+            if lab.run_on("far1", ["ss", "-Hltn", f"sport = :{port}"], timeout=10).stdout.strip():
+                break
+            time.sleep(0.1)
+        # The module's defaults (200 probes, PMTU search, 10 s iperf3) apart from cc and port.
+        result = run_module(lab, "near1", 70, peer=FAR, iperf3_port=port, congestion_control="bbr")
+    finally:
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=5)
+    assert not result.get("failed"), result.get("msg")
+    reference = received_mbit(iperf3(lab, "near1", "far1", "-C", "bbr", "-t", "10", duration=10,
+                                     port=port + 1))
+    measured = result["throughput_mbps"]
+    ok = reference > 0 and abs(measured - reference) <= 0.10 * reference
+    figure(f"module {measured} Mbit/s vs iperf3 {reference:.2f} Mbit/s; default measurement "
+           f"took {result['duration_s']} s (wall {result['_wall_s']:.1f} s)",
+           "within 10%; duration <= 20 s (reported)", ok)
+    assert ok
