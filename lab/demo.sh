@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The ocean lab demo: on a Debian 12 machine, as root, from a fresh clone:
 #   install what is needed, build the image once, bring up the emulated China-US network,
-#   measure the untuned baseline across each WAN link, apply playbooks/site.yml, measure again,
-#   and print a before/after table (also written to results/demo-<timestamp>/).
+#   measure the untuned baseline across each WAN link with playbooks/measure.yml, apply
+#   playbooks/site.yml, measure again (with the baseline) and print a before/after table per link
+#   (also written to results/demo-<timestamp>/).
 #
 # Usage: sudo lab/demo.sh [--keep-lab] [--duration SECONDS]
 #   --keep-lab   reuse a lab that is already up as it is (by default a running lab is rebuilt so
 #                that the baseline really is untuned: Debian defaults, CUBIC, MTU 1500)
 #   --duration   iperf3 seconds per link (default 10)
+# The tables are rendered by the collection's report filters (plugins/filter/link_report.py).
 # The lab stays up afterwards so you can explore it; tear it down with: python3 lab/lab.py down
 set -euo pipefail
 
@@ -17,7 +19,7 @@ while (($#)); do
   case "$1" in
     --keep-lab) keep_lab=true ;;
     --duration) duration="${2:?--duration needs a number of seconds}"; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "demo: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -53,8 +55,35 @@ if lab status >/dev/null 2>&1 || [[ -e /run/trainnet-lab/trainnet-lab/state.json
 fi
 lab up
 
-step "3/6 baseline: ping + ${duration} s iperf3 across each WAN link, one link at a time"
-lab measure --label before --duration "$duration" --output "$results/before.json"
+# measure.yml with one gpu_nodes pair per WAN link (no master -> anchor pairs), results under
+# $results/<label>/measure-<time>/ (results.json, report.md, report.html; compare.md after).
+# Its exit status is non-zero when a pair failed; that is a finding, not a reason to stop, as long
+# as results.json was written. Prints the path of results.json.
+measure() {
+  local label="$1"; shift
+  local rc=0 json
+  ansible-playbook -i inventories/lab playbooks/measure.yml \
+    -e trainnet_measure_results_dir="$ROOT/$results/$label" -e trainnet_measure_anchor_pairs=false \
+    -e trainnet_measure_duration="$duration" "$@" > "$results/measure-$label.log" 2>&1 || rc=$?
+  json="$(ls -1d "$results/$label"/measure-*/results.json 2>/dev/null | tail -1 || true)"
+  if [[ -z "$json" ]]; then
+    tail -30 "$results/measure-$label.log" >&2
+    echo "demo: measure.yml ($label) wrote no results.json (exit $rc; log: $results/measure-$label.log)" >&2
+    exit 1
+  fi
+  python3 - "$json" "$rc" <<'PY' >&2
+import json, sys
+pairs = json.load(open(sys.argv[1]))["pairs"]
+failed = [p for p in pairs if p.get("status") != "ok"]
+print(f"measure.yml: {len(pairs)} pairs, {len(failed)} failed (exit {sys.argv[2]})")
+for p in failed:
+    print(f"  FAILED {p['source']} -> {p['peer']}: {p['msg']}")
+PY
+  echo "$json"
+}
+
+step "3/6 baseline: playbooks/measure.yml (ping, path MTU, TFO, ${duration} s iperf3), one link at a time"
+before_json="$(measure before)"
 
 step "4/6 ansible-playbook -i inventories/lab playbooks/site.yml"
 if [[ -f playbooks/site.yml ]]; then
@@ -67,17 +96,22 @@ else
        "(the 'after' figures will equal the baseline)" | tee "$results/site.log"
 fi
 
-step "5/6 after: the same measurements on the tuned hosts"
-lab measure --label after --duration "$duration" --output "$results/after.json"
+step "5/6 after: the same measurements on the tuned hosts (baseline: the before run)"
+after_json="$(measure after -e trainnet_measure_baseline="$ROOT/$before_json")"
 
-step "6/6 before/after per WAN link"
-lab compare "$results/before.json" "$results/after.json" \
-  --markdown "$results/summary.md" --json "$results/summary.json"
+step "6/6 before/after per WAN link (longhaul.trainnet.link_report_compare_markdown)"
+cp "$before_json" "$results/before.json"
+cp "$after_json" "$results/after.json"
+cp "$(dirname "$after_json")/report.html" "$results/report.html"
+# measure.yml wrote compare.md with the collection's filter; it is the summary
+cp "$(dirname "$after_json")/compare.md" "$results/summary.md"
+cat "$results/summary.md"
 lab status > "$results/lab-status.txt" 2>&1 || true
 
 cat <<EOF
 
-Results: $results/ (before.json, after.json, summary.md, summary.json, site.log, lab-status.txt)
+Results: $results/ (summary.md, before.json, after.json, report.html: before/after charts,
+  before/ and after/: each measure.yml run with its logs and reports, site.log, lab-status.txt)
 The lab is still up. Explore it:
   python3 lab/lab.py status
   podman exec -it trainnet-lab-cn-gpu1 bash          # hosts are containers named trainnet-lab-<host>

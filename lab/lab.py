@@ -1,4 +1,4 @@
-"""The ocean lab command: python3 lab/lab.py up|down|status|validate|measure|compare [--help]."""
+"""The ocean lab command: python3 lab/lab.py up|down|status|validate [--help]."""
 import importlib.util
 import os
 import sys

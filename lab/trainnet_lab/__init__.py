@@ -8,8 +8,9 @@ Modules:
   emulator   - the WAN emulator process: TUN devices in the site routers, epoll loop, counters
   netns      - network namespace and TUN plumbing (ip(8), setns(2) through ctypes)
   lab        - builds, inspects and removes a lab (namespaces, bridges, containers, emulator)
-  measure    - ping/iperf3 measurements across the WAN links and before/after reports
-  cli        - the `lab` command (lab/lab.py up|down|status|validate|measure|compare)
+  measure    - ping summary parsing used by the lab tests (links are measured by
+               longhaul.trainnet.link_measure through playbooks/measure.yml)
+  cli        - the `lab` command (lab/lab.py up|down|status|validate)
 """
 
 DEFAULT_LAB_NAME = "trainnet-lab"

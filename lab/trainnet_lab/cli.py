@@ -1,11 +1,9 @@
-"""The lab command: python3 lab/lab.py up|down|status|validate|measure|compare.
+"""The lab command: python3 lab/lab.py up|down|status|validate.
 
   up        build the lab from the inventory (idempotent: completes or repairs a lab that is up)
   down      remove everything the lab created (safe to repeat); exits 1 if anything is left
   status    hosts, links with emulator counters, emulator health; exits 1 when unhealthy
   validate  check the inventory's lab description without root or side effects
-  measure   ping + iperf3 across every WAN link (one host per site, one link at a time)
-  compare   before/after table of two `measure` results
 """
 
 from __future__ import annotations
@@ -128,30 +126,6 @@ def cmd_status(args) -> int:
     return 0 if report.get("healthy") else 1
 
 
-def cmd_measure(args) -> int:
-    from .measure import measure_lab
-    lab = Lab.from_state(args.name, args.state_root)
-    result = measure_lab(lab, duration=args.duration, label=args.label, log=print)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=1))
-        print(f"wrote {args.output}")
-    return 0
-
-
-def cmd_compare(args) -> int:
-    from .measure import compare_json, compare_markdown
-    before = json.loads(Path(args.before).read_text())
-    after = json.loads(Path(args.after).read_text())
-    table = compare_markdown(before, after)
-    print(table)
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n")
-    if args.json_output:
-        Path(args.json_output).write_text(json.dumps(compare_json(before, after), indent=1))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lab", description=__doc__.split("\n\n", maxsplit=1)[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -179,17 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
     sub.add_parser("validate", parents=[common], help="check the inventory only").set_defaults(
         func=cmd_validate)
-    measure = sub.add_parser("measure", parents=[common], help="ping + iperf3 across each WAN link")
-    measure.add_argument("--duration", type=int, default=10, help="iperf3 seconds per link")
-    measure.add_argument("--label", default="measurement")
-    measure.add_argument("--output", help="write the result as JSON here")
-    measure.set_defaults(func=cmd_measure)
-    compare = sub.add_parser("compare", help="before/after table of two measure results")
-    compare.add_argument("before")
-    compare.add_argument("after")
-    compare.add_argument("--markdown", help="also write the table here")
-    compare.add_argument("--json", dest="json_output", help="also write both results side by side here")
-    compare.set_defaults(func=cmd_compare)
     return parser
 
 

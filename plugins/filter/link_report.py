@@ -5,7 +5,8 @@
 """Link measurement report filters used by playbooks/measure.yml.
 
 Documentation of each filter is in the YAML file of the same name next to this one
-(link_measure_pairs.yml, link_report_rows.yml, link_report_markdown.yml, link_report_html.yml).
+(link_measure_pairs.yml, link_report_rows.yml, link_report_markdown.yml, link_report_html.yml,
+link_report_compare_markdown.yml).
 
 A pair record (what measure.yml stores per pair) is a dict with `source`, `peer`, `status`
 (`ok` or `failed`), `msg` and `result` (the return value of longhaul.trainnet.link_measure,
@@ -161,6 +162,69 @@ def link_report_markdown(records):
     return "\n".join(lines) + "\n"
 
 
+# (row key, column title, digits) of the before/after table
+COMPARE_COLUMNS = (("throughput_mbps", "throughput Mbit/s", 1), ("rtt_avg_ms", "RTT avg ms", 1),
+                   ("retransmit_pct", "retransmit %", 2), ("loss_pct", "loss %", 2),
+                   ("congestion_control", "cc", 0), ("path_mtu_bytes", "path MTU", 0),
+                   ("tfo_saved_ms", "TFO saved ms", 1))
+
+
+def _baseline_records(baseline, who):
+    """The list of pair records of a baseline: a results document, its JSON text or a list."""
+    if not baseline:
+        return []
+    if isinstance(baseline, str):
+        try:
+            baseline = json.loads(baseline)
+        except ValueError as exc:
+            raise AnsibleFilterError("%s: baseline is not JSON: %s" % (who, exc))
+    if isinstance(baseline, dict):
+        baseline = baseline.get("pairs", [])
+    return baseline
+
+
+def _change(old, new, digits):
+    if digits:
+        return "%s -> %s" % (_fmt(_number(old), digits), _fmt(_number(new), digits))
+    return "%s -> %s" % (_fmt(old), _fmt(new))
+
+
+def _status_text(label, row):
+    if row is None:
+        return "%s: not measured" % label
+    if row["status"] == "ok":
+        return None
+    return "%s %s: %s" % (label, row["status"], row["msg"])
+
+
+def link_report_compare_markdown(records, baseline):
+    """A Markdown before/after table: one line per pair, each cell `before -> after`.
+
+    `records` are this run's pair records (after), `baseline` an earlier results document
+    (a dict with `pairs`), its JSON text or its list of records (before). Pairs are matched
+    by `source -> peer`, in the baseline's order, then pairs only this run has.
+    """
+    before = link_report_rows(_baseline_records(baseline, "link_report_compare_markdown"))
+    after = link_report_rows(records)
+    before_by_pair = dict((row["pair"], row) for row in before)
+    after_by_pair = dict((row["pair"], row) for row in after)
+    order = [row["pair"] for row in before]
+    order += [row["pair"] for row in after if row["pair"] not in before_by_pair]
+    titles = ["pair"] + ["%s before -> after" % title for _k, title, _d in COMPARE_COLUMNS] + ["status"]
+    lines = ["| " + " | ".join(titles) + " |", "|" + " --- |" * len(titles)]
+    empty = dict.fromkeys(key for key, _t, _d in COMPARE_COLUMNS)
+    for pair in order:
+        old = before_by_pair.get(pair)
+        new = after_by_pair.get(pair)
+        cells = [pair]
+        for key, _title, digits in COMPARE_COLUMNS:
+            cells.append(_change((old or empty)[key], (new or empty)[key], digits))
+        problems = [text for text in (_status_text("before", old), _status_text("after", new)) if text]
+        cells.append("; ".join(problems) if problems else "ok")
+        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 CHARTS = (("rtt_avg_ms", "RTT (ms, average)"), ("throughput_mbps", "Throughput (Mbit/s)"),
           ("retransmit_pct", "Retransmissions (% of segments)"))
 
@@ -214,13 +278,7 @@ def link_report_html(records, baseline=None, title="Link measurements"):
     rows = link_report_rows(records)
     before = None
     if baseline:
-        if isinstance(baseline, str):
-            try:
-                baseline = json.loads(baseline)
-            except ValueError as exc:
-                raise AnsibleFilterError("link_report_html: baseline is not JSON: %s" % exc)
-        if isinstance(baseline, dict):
-            baseline = baseline.get("pairs", [])
+        baseline = _baseline_records(baseline, "link_report_html")
         before = {row["pair"]: row for row in link_report_rows(baseline)}
     esc = html.escape
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>',
@@ -254,4 +312,5 @@ class FilterModule(object):
             "link_report_rows": link_report_rows,
             "link_report_markdown": link_report_markdown,
             "link_report_html": link_report_html,
+            "link_report_compare_markdown": link_report_compare_markdown,
         }

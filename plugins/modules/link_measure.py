@@ -69,6 +69,12 @@ options:
     description:
       - Number of echo requests for RTT and loss. With the default interval 200 probes take about
         one second; a loss of one probe is 0.5 percent.
+      - Below about 10 ms iputils C(ping) sends slower than O(ping_interval) once the replies
+        come back after a long RTT (about 9 ms per probe at 70-150 ms RTT), so the ping may run
+        for O(ping_count) x max(3 x O(ping_interval), 0.015) + 6 seconds, but no longer than
+        O(timeout) leaves after reserving O(duration) + 5 seconds for iperf3. A ping stopped at
+        that limit (with SIGINT) still gives RTT and loss from the probes it sent (the ones in
+        flight are not counted as lost) and a warning; raise O(timeout) for long runs.
     type: int
     default: 200
   ping_interval:
@@ -496,10 +502,12 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.link_metrics imp
     ping_argv,
     ping_df_argv,
     ping_error,
+    ping_time_limit,
     pmtu_linger,
     prom_file_name,
     render_prometheus,
     rtt_stats,
+    stopped_ping_loss,
     success_message,
     syn_data_acked,
     tfo_counter_deltas,
@@ -518,6 +526,7 @@ KILL_GRACE = 2
 IPERF3_CONNECT_TIMEOUT_MS = 3000
 IPERF3_MARGIN = 5
 TCP_FALLBACK_GIVE_UP = 3
+PING_MIN_LIMIT = 2
 
 NEEDS = (
     ('min_throughput_mbps', 'iperf3'),
@@ -671,11 +680,11 @@ class Measurement(object):
     def remaining(self):
         return self.deadline - self.net.monotonic()
 
-    def run(self, argv, limit):
-        """run_command under `timeout -k 2 LIMIT` (when coreutils timeout exists), LANG=C."""
+    def run(self, argv, limit, signal=None):
+        """run_command under `timeout -k 2 [-s SIGNAL] LIMIT` (when coreutils timeout exists), LANG=C."""
         limit = max(1, int(limit + 0.999))
         if self.timeout_bin:
-            argv = [self.timeout_bin, '-k', str(KILL_GRACE), str(limit)] + argv
+            argv = [self.timeout_bin, '-k', str(KILL_GRACE)] + (['-s', signal] if signal else []) + [str(limit)] + argv
         rc, out, err = self.module.run_command(argv, environ_update=C_ENV)
         return rc, out, err, bool(self.timeout_bin) and rc in (124, 137)
 
@@ -706,13 +715,27 @@ class Measurement(object):
         else:
             linger = 1
             argv = ping_argv(ping, self.address, params['ping_count'], params['ping_interval'], linger)
-            limit = min(self.remaining(), params['ping_count'] * params['ping_interval'] * 3 + linger + 5)
-            rc, out, err, killed = self.run(argv, limit)
+            wanted = ping_time_limit(params['ping_count'], params['ping_interval'], linger)
+            # leave iperf3 its time: a ping stopped early still gives RTT and loss
+            reserve = params['duration'] + IPERF3_MARGIN if params['iperf3'] else 0
+            limit = min(wanted, self.remaining(), max(PING_MIN_LIMIT, self.remaining() - reserve))
+            # SIGINT: ping stops and prints its statistics for the probes it sent
+            rc, out, err, killed = self.run(argv, limit, signal='INT')
             summary = parse_ping_summary(out)
             if summary and summary['received'] > 0:
                 rtt = summary['rtt_ms']
+                loss = summary['loss_pct']
+                if killed or summary['transmitted'] < params['ping_count']:
+                    loss = stopped_ping_loss(summary)
+                    self.module.warn(
+                        'ping: stopped after %d s with %d of %d echo requests sent (%s); RTT and loss are '
+                        'from those, not counting the ones still in flight' % (
+                            int(limit + 0.999), summary['transmitted'], params['ping_count'],
+                            'the overall timeout %d s leaves the rest for the other steps; raise timeout'
+                            % params['timeout'] if limit < wanted else
+                            'ping sent slower than ping_interval %s' % params['ping_interval']))
                 self.result.update(rtt_ms=rtt, jitter_ms=rtt['mdev'] if rtt else None,
-                                   loss_pct=summary['loss_pct'], rtt_source='icmp',
+                                   loss_pct=loss, rtt_source='icmp',
                                    probes_sent=summary['transmitted'])
                 return
             if summary:

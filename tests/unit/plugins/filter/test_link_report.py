@@ -11,7 +11,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.longhaul.trainnet.plugins.filter.link_report import (
-    FilterModule, link_measure_pairs, link_report_html, link_report_markdown, link_report_rows)
+    FilterModule, link_measure_pairs, link_report_compare_markdown, link_report_html, link_report_markdown,
+    link_report_rows)
 
 HOSTVARS = {
     "cn-master": {"trainnet_site": "cn-home"}, "cn-gpu1": {"trainnet_site": "cn-home"},
@@ -36,7 +37,7 @@ def record(source="cn-gpu1", peer="usw-gpu1", status="ok", msg="", result=None):
 
 def test_filters_registered():
     expected = {"link_measure_pairs", "link_report_rows", "link_report_markdown",
-                "link_report_html"}
+                "link_report_html", "link_report_compare_markdown"}
     assert set(FilterModule().filters()) == expected
 
 
@@ -132,3 +133,43 @@ def test_html_bar_lengths_scale_to_largest_value():
     widths = re.findall(r'<rect x="220" y="\d+" width="([0-9.]+)"[^>]*><title>[^<]*now: (25|50)\.00',
                         page)
     assert ("360.0", "50") in widths and ("180.0", "25") in widths
+
+
+def test_compare_markdown_before_after_per_pair():
+    before = {"pairs": [
+        record(result=dict(OK_RESULT, throughput_mbps=0.0, retransmit_pct=12.5, congestion_control="cubic",
+                           tfo={"saved_ms": 0.2})),
+        record(source="cn-master", peer="use-anchor", status="failed", msg="iperf3: boom", result={}),
+    ]}
+    after = [record(), record(source="cn-master", peer="use-anchor"),
+             record(source="use-gpu1", peer="usw-gpu1")]
+    text = link_report_compare_markdown(after, before)
+    lines = text.splitlines()
+    assert text.endswith("\n") and len(lines) == 5
+    assert lines[0] == ("| pair | throughput Mbit/s before -> after | RTT avg ms before -> after "
+                        "| retransmit % before -> after | loss % before -> after | cc before -> after "
+                        "| path MTU before -> after | TFO saved ms before -> after | status |")
+    # a stalled transfer is 0.0, not missing
+    assert lines[2] == ("| cn-gpu1 -> usw-gpu1 | 0.0 -> 47.8 | 150.4 -> 150.4 | 12.50 -> 0.71 "
+                        "| 0.50 -> 0.50 | cubic -> bbr | 1400 -> 1400 | 0.2 -> 150.4 | ok |")
+    assert lines[3].startswith("| cn-master -> use-anchor | - -> 47.8 | - -> 150.4 |")
+    assert lines[3].endswith("| before failed: iperf3: boom |")
+    # a pair only the current run has comes last
+    assert lines[4].startswith("| use-gpu1 -> usw-gpu1 | - -> 47.8 |")
+    assert lines[4].endswith("| before: not measured |")
+    for line in lines:
+        assert len(re.findall(r"(?<!\\)\|", line)) == 10
+
+
+def test_compare_markdown_baseline_forms_and_after_failure():
+    before = {"pairs": [record()]}
+    after = [record(status="failed", msg="a | b", result=dict(OK_RESULT, throughput_mbps=None))]
+    text = link_report_compare_markdown(after, before)
+    assert link_report_compare_markdown(after, json.dumps(before)) == text
+    assert link_report_compare_markdown(after, before["pairs"]) == text
+    assert "| 47.8 -> - |" in text and "after failed: a \\| b |" in text
+    # no baseline: every pair is "before: not measured"
+    assert "before: not measured" in link_report_compare_markdown(after, None)
+    with pytest.raises(AnsibleFilterError, match="link_report_compare_markdown: baseline is not JSON"):
+        link_report_compare_markdown(after, "{nope")
+    assert FilterModule().filters()["link_report_compare_markdown"] is link_report_compare_markdown

@@ -471,3 +471,20 @@ def test_parse_last_success_roundtrip():
 ])
 def test_prom_file_name(peer, name):
     assert lm.prom_file_name(peer) == name
+
+
+def test_ping_time_limit_allows_for_iputils_real_rate():
+    assert lm.ping_time_limit(200, 0.005, 1) == 9           # as before: 200 x 0.015 + 6
+    assert lm.ping_time_limit(10, 1.0, 1) == 36              # slow pings: 3 x the interval
+    assert lm.ping_time_limit(5000, 0.002, 1) == 81          # not 36: iputils needs ~43 s
+
+
+def test_stopped_ping_loss_excludes_requests_in_flight():
+    summary = lm.parse_ping_summary(
+        "346 packets transmitted, 324 received, 6.35838% packet loss, time 2991ms\n"
+        "rtt min/avg/max/mdev = 150.181/150.407/155.094/0.344 ms, pipe 20\n")
+    assert summary['pipe'] == 20 and summary['loss_pct'] == 6.358
+    assert lm.stopped_ping_loss(summary) == 0.613
+    # never more in flight than unanswered, no pipe: ping's own figure
+    assert lm.stopped_ping_loss(dict(summary, received=340)) == 0.0
+    assert lm.stopped_ping_loss(dict(summary, pipe=None)) == 6.358

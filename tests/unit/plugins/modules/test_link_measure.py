@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.longhaul.trainnet.plugins.modules import link_measure
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
-    fake_get_bin_path, mock, module_patches, patch_module_args, read_fixture, run_main,
+    capture_warnings, fake_get_bin_path, mock, module_patches, patch_module_args, read_fixture, run_main,
 )
 
 PEER = '198.18.250.2'
@@ -31,6 +31,16 @@ def fixture(name):
     return read_fixture('link_measure', name)
 
 
+def strip_timeout(argv):
+    """(limit, signal, command argv) of a `timeout -k 2 [-s SIG] LIMIT cmd...` argv."""
+    assert argv[0] == BINS['timeout'] and argv[1:3] == ['-k', '2'], argv
+    signal = None
+    rest = argv[3:]
+    if rest[0] == '-s':
+        signal, rest = rest[1], rest[2:]
+    return int(rest[0]), signal, rest[1:]
+
+
 class FakeHost(object):
     """run_command answering from captured outputs.
 
@@ -39,7 +49,7 @@ class FakeHost(object):
     """
 
     def __init__(self, ping_q='ping_q_ok.txt', iperf3='iperf3_wan_bbr.json', mtu=1500, icmp=True,
-                 ping_rc=None, iperf3_rc=0, killed=()):
+                 ping_rc=None, iperf3_rc=0, killed=(), ping_stopped=None):
         self.ping_q = ping_q
         self.iperf3 = iperf3
         self.mtu = mtu
@@ -47,6 +57,7 @@ class FakeHost(object):
         self.ping_rc = ping_rc
         self.iperf3_rc = iperf3_rc
         self.killed = killed
+        self.ping_stopped = ping_stopped   # output of a ping stopped by timeout -s INT
         self.calls = []
         self.environ = []
 
@@ -55,9 +66,11 @@ class FakeHost(object):
         self.calls.append(list(argv))
         self.environ.append(environ_update)
         if argv[0] == BINS['timeout']:
-            assert argv[1:3] == ['-k', '2'] and int(argv[3]) >= 1
-            argv = argv[4:]
+            limit, _signal, argv = strip_timeout(argv)
+            assert limit >= 1
         prog = argv[0]
+        if prog == BINS['ping'] and '-q' in argv and self.ping_stopped is not None:
+            return 124, self.ping_stopped, ''
         if prog in self.killed:
             return 124, '', ''
         if prog == BINS['ping'] and '-q' in argv:
@@ -79,7 +92,7 @@ class FakeHost(object):
         out = []
         for argv in self.calls:
             if argv[0] == BINS['timeout']:
-                argv = argv[4:]
+                argv = strip_timeout(argv)[2]
             if argv[0] == BINS[prog]:
                 out.append(argv)
         return out
@@ -212,11 +225,52 @@ def test_default_measurement():
 def test_command_order_and_timeouts():
     host = FakeHost()
     run_module({'peer': PEER}, host)
-    progs = [argv[4] for argv in host.calls]
+    progs = [strip_timeout(argv)[2][0] for argv in host.calls]
     assert progs == ['/usr/bin/ping', '/usr/bin/ping', '/usr/bin/iperf3']
-    ping_limit, _df_limit, iperf3_limit = [int(argv[3]) for argv in host.calls]
-    assert ping_limit == 9           # 200 x 0.005 x 3 + 1 + 5
+    ping_limit, _df_limit, iperf3_limit = [strip_timeout(argv)[0] for argv in host.calls]
+    assert ping_limit == 9           # 200 x max(0.005 x 3, 0.015) + 1 + 5
     assert iperf3_limit == 20        # duration + 5 + 5
+    # the RTT ping is stopped with SIGINT, so it still prints its statistics
+    assert [strip_timeout(argv)[1] for argv in host.calls] == ['INT', None, None]
+
+
+# A ping -c 5000 -i 0.002 stopped by SIGINT across a 150 ms RTT (captured on the lab)
+PING_STOPPED = '''PING 198.18.2.11 (198.18.2.11) 56(84) bytes of data.
+
+--- 198.18.2.11 ping statistics ---
+346 packets transmitted, 324 received, 6.35838% packet loss, time 2991ms
+rtt min/avg/max/mdev = 150.181/150.407/155.094/0.344 ms, pipe 20
+'''
+
+
+def test_fast_ping_gets_time_for_its_real_rate():
+    # Bug: ping_count=5000 ping_interval=0.002 was stopped at 5000 x 0.002 x 3 + 6 = 36 s, but
+    # iputils sends about one probe per 9 ms across a long RTT (43 s for 5000): killed without
+    # statistics, the module fell back to TCP connects.
+    host = FakeHost()
+    run_module({'peer': PEER, 'ping_count': 5000, 'ping_interval': 0.002, 'timeout': 120}, host)
+    assert strip_timeout(host.calls[0])[:2] == (81, 'INT')    # 5000 x 0.015 + 1 + 5
+    # the overall timeout bounds it, leaving iperf3 its duration + 5 s
+    host = FakeHost()
+    run_module({'peer': PEER, 'ping_count': 5000, 'ping_interval': 0.002}, host)
+    limit = strip_timeout(host.calls[0])[0]
+    assert 40 <= limit <= 60 - 15
+
+
+def test_ping_stopped_at_its_limit_keeps_icmp_results(monkeypatch):
+    warnings = capture_warnings(monkeypatch)
+    net = FakeNet()
+    result = run_module({'peer': PEER, 'ping_count': 5000, 'ping_interval': 0.002},
+                        FakeHost(ping_stopped=PING_STOPPED), net)
+    assert 'failed' not in result, result['msg']
+    assert net.tcp_calls == []                       # no TCP-connect fallback
+    assert result['rtt_source'] == 'icmp' and result['probes_sent'] == 346
+    assert result['rtt_ms']['avg'] == 150.407
+    # the 20 requests in flight when ping stopped are not counted as lost: 2 of 326
+    assert result['loss_pct'] == 0.613
+    assert any('ping: stopped after' in w and '346 of 5000' in w and 'raise timeout' in w
+               for w in warnings), warnings
+    assert result['path_mtu_bytes'] == 1500 and result['throughput_mbps'] == 36.441
 
 
 def test_name_resolves_once():
