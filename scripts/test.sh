@@ -31,7 +31,7 @@ gate unit env PYTHONPATH="$PWD/.collections" python -m pytest -q -p no:cacheprov
 gate molecule-default molecule test -s default
 gate molecule-bad-input molecule test -s bad_input
 if [[ -d tests/lab ]]; then
-  gate lab-fidelity env PYTHONPATH="$PWD/lab" python -m pytest -q -p no:cacheprovider tests/lab
+  gate lab-fidelity env PYTHONPATH="$PWD/lab:$PWD/.collections" python -m pytest -q -p no:cacheprovider tests/lab
 fi
 
 echo

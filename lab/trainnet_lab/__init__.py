@@ -8,9 +8,8 @@ Modules:
   emulator   - the WAN emulator process: TUN devices in the site routers, epoll loop, counters
   netns      - network namespace and TUN plumbing (ip(8), setns(2) through ctypes)
   lab        - builds, inspects and removes a lab (namespaces, bridges, containers, emulator)
-  measure    - ping summary parsing used by the lab tests (links are measured by
-               longhaul.trainnet.link_measure through playbooks/measure.yml)
   cli        - the `lab` command (lab/lab.py up|down|status|validate)
+Links are measured by longhaul.trainnet.link_measure through playbooks/measure.yml.
 """
 
 DEFAULT_LAB_NAME = "trainnet-lab"

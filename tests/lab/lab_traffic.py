@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.link_metrics import parse_ping_summary
 from trainnet_lab.lab import Lab
-from trainnet_lab.measure import parse_ping
 
 IPERF3_PORT = 5401
 
@@ -19,7 +19,10 @@ def ping(lab: Lab, source: str, destination: str, *, count: int, interval: float
     # still in flight as lost.
     result = lab.run_on(source, ["ping", "-n", "-q", "-c", str(count), "-i", str(interval),
                                  "-W", "2", address], timeout=count * interval + 20)
-    return parse_ping(result.stdout)
+    summary = parse_ping_summary(result.stdout) or {}
+    rtt = summary.get("rtt_ms") or {}
+    return {"rtt_min_ms": rtt.get("min"), "rtt_avg_ms": rtt.get("avg"), "rtt_max_ms": rtt.get("max"),
+            "loss_pct": summary.get("loss_pct")}
 
 
 def iperf3(lab: Lab, client: str, server: str, *args: str, duration: float, port: int = IPERF3_PORT,
