@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every gate: ansible-lint (production), ansible-test sanity, unit tests, the molecule
-# scenarios (check, converge, idempotence, verify) and the lab fidelity tests.
+# scenarios (check, converge, idempotence, verify), the lab fidelity and link_measure accuracy
+# tests, and the benchmark smoke run.
 # Installs what it needs first (scripts/bootstrap.sh). Ends with "gates: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,9 +31,9 @@ gate sanity bash scripts/sanity.sh
 gate unit env PYTHONPATH="$PWD/.collections" python -m pytest -q -p no:cacheprovider tests/unit
 gate molecule-default molecule test -s default
 gate molecule-bad-input molecule test -s bad_input
-if [[ -d tests/lab ]]; then
-  gate lab-fidelity env PYTHONPATH="$PWD/lab:$PWD/.collections" python -m pytest -q -p no:cacheprovider tests/lab
-fi
+gate lab env PYTHONPATH="$PWD/lab:$PWD/.collections" python -m pytest -q -p no:cacheprovider tests/lab
+# Benchmark pipeline: pure-logic tests and the smoke run (one profile, one repetition).
+gate benchmarks-smoke env PYTHONPATH="$PWD/lab:$PWD/.collections" python -m pytest -q -p no:cacheprovider tests/benchmarks
 
 echo
 echo "logs: $log_dir"
