@@ -164,27 +164,14 @@ class Runner:
         duration = scenario.duration_s or self.duration
         omit = min(scenario.omit_s, max(0, duration - 2))
         deadline = duration + omit + 25
-        server = self.lab.popen_on(
-            SERVER, ["timeout", str(deadline + 10), "iperf3", "-s", "-1", "-p", str(IPERF3_PORT)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _attempt in range(100):
-                if self.run_on(SERVER, ["ss", "-Hltn", f"sport = :{IPERF3_PORT}"],
-                               timeout=10).stdout.strip():
-                    break
-                time.sleep(0.1)
-            argv = ["timeout", str(deadline), "iperf3", "-c", self.address(SERVER),
-                    "-p", str(IPERF3_PORT), "-J", "-t", str(duration), "--connect-timeout", "3000"]
-            if omit:
-                argv += ["-O", str(omit)]
-            argv += scenario.iperf3_args
+        argv = ["timeout", str(deadline), "iperf3", "-c", self.address(SERVER),
+                "-p", str(IPERF3_PORT), "-J", "-t", str(duration), "--connect-timeout", "3000"]
+        if omit:
+            argv += ["-O", str(omit)]
+        argv += scenario.iperf3_args
+        with self.lab.serving(SERVER, ["iperf3", "-s", "-1", "-p", str(IPERF3_PORT)], IPERF3_PORT,
+                              seconds=deadline + 10):
             completed = self.run_on(CLIENT, argv, timeout=deadline + 15)
-        finally:
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(timeout=5)
         parsed, error = LINK_METRICS.parse_iperf3(completed.stdout)
         sample = {"duration_s": duration, "omit_s": omit, "argv": argv[2:]}
         if parsed:
@@ -204,17 +191,9 @@ class Runner:
     def tfo(self, rep: int) -> list[dict]:
         source = TFO_PROBE.read_text()
         seconds = 10 + self.tfo_count * 2
-        server = self.lab.popen_on(
-            SERVER, ["timeout", str(seconds + 5), "python3", "-c", source, "server",
-                     str(TFO_PORT), str(seconds)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         samples = []
-        try:
-            for _attempt in range(100):
-                if self.run_on(SERVER, ["ss", "-Hltn", f"sport = :{TFO_PORT}"],
-                               timeout=10).stdout.strip():
-                    break
-                time.sleep(0.1)
+        with self.lab.serving(SERVER, ["python3", "-c", source, "server", str(TFO_PORT), str(seconds)],
+                              TFO_PORT, seconds=seconds + 5):
             out = self.run_on(CLIENT, ["timeout", str(seconds), "python3", "-c", source, "client",
                                        self.address(SERVER), str(TFO_PORT),
                                        str(self.tfo_count)], timeout=seconds + 10).stdout
@@ -223,12 +202,6 @@ class Runner:
                     samples.append({"rep": rep, **json.loads(line)})
                 except ValueError:
                     continue
-        finally:
-            try:
-                server.communicate(timeout=seconds + 10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.communicate(timeout=5)
         return samples
 
     def measure_scenario(self, scenario: Scenario, index: int, phase: str) -> dict:
@@ -290,30 +263,23 @@ class Runner:
         self.log(f"  role applied in {elapsed} s")
         return {"argv": argv, "seconds": elapsed, "recap": recap}
 
-    def tune(self, attempts: int = 3) -> dict:
+    def tune(self) -> dict:
         """Apply the role, then check the hosts really run its congestion control.
 
         The role skips (with a warning) a default congestion control the kernel refuses in a
-        namespace: that happens when net.ipv4.tcp_allowed_congestion_control, a global, lacks
-        bbr at that moment (other test runs on this machine change it briefly). The tuned phase
-        is only meaningful with BBR, so the role is applied again, and the run fails otherwise.
+        namespace: net.ipv4.tcp_allowed_congestion_control, a global, must list it. The tuned
+        phase means nothing without BBR, so the run stops with the evidence instead.
         """
-        runs = []
-        for attempt in range(1, attempts + 1):
-            result = self.apply_role()
-            ccs = {h: self.host_conditions(h).get("net.ipv4.tcp_congestion_control")
-                   for h in (CLIENT, SERVER)}
-            result.update(attempt=attempt, host_congestion_control=ccs,
-                          allowed_congestion_control=Path(
-                              "/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().strip())
-            runs.append(result)
-            if set(ccs.values()) == {TUNED_CC}:
-                return {"runs": runs, **result}
-            self.log(f"  tuned hosts run {ccs}, not {TUNED_CC} (allowed list now "
-                     f"'{result['allowed_congestion_control']}'); applying the role again")
-            time.sleep(5)
-        raise RuntimeError(f"after {attempts} runs of the data_plane role the hosts still do not "
-                           f"run {TUNED_CC}: {runs[-1]['host_congestion_control']}; see tune.log")
+        result = self.apply_role()
+        ccs = {h: self.host_conditions(h).get("net.ipv4.tcp_congestion_control")
+               for h in (CLIENT, SERVER)}
+        allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().strip()
+        result.update(host_congestion_control=ccs, allowed_congestion_control=allowed)
+        if set(ccs.values()) != {TUNED_CC}:
+            raise RuntimeError(f"after the data_plane role the hosts run {ccs}, not {TUNED_CC}; "
+                               f"the host's tcp_allowed_congestion_control is '{allowed}' (another "
+                               f"run changing it?); see {self.out_dir / 'tune.log'}")
+        return result
 
     # --- the run ---------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ removes exactly those (after a failed `up` too) and `up` can tell its own object
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -617,3 +618,25 @@ class Lab:
 
     def popen_on(self, host: str, argv: list[str], **kwargs) -> subprocess.Popen:
         return subprocess.Popen(self.exec_argv(host, argv), env=_podman_env(), **kwargs)
+
+    @contextlib.contextmanager
+    def serving(self, host: str, argv: list[str], port: int, *, seconds: float):
+        """Run a server on `host` for at most `seconds` (under timeout(1)), yield it once it
+        listens on TCP `port`, and afterwards let it end on its own (timeout(1) bounds it) or kill
+        it: tests and benchmarks never leave a server behind, whatever happens in between."""
+        ends_by = time.monotonic() + seconds + 5
+        process = self.popen_on(host, ["timeout", str(int(seconds))] + argv,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            listening_by = time.monotonic() + 10
+            while time.monotonic() < listening_by and process.poll() is None:
+                if self.run_on(host, ["ss", "-Hltn", f"sport = :{port}"], timeout=10).stdout.strip():
+                    break
+                time.sleep(0.1)
+            yield process
+        finally:
+            try:
+                process.communicate(timeout=max(5.0, ends_by - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate(timeout=5)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.link_metrics import parse_ping_summary
 from trainnet_lab.lab import Lab
@@ -29,27 +28,15 @@ def iperf3(lab: Lab, client: str, server: str, *args: str, duration: float, port
            timeout_extra: int = 25) -> dict:
     """Run iperf3 -J from client to server (both bounded by `timeout`); return the JSON."""
     address = lab.spec.hosts[server].address
-    server_process = lab.popen_on(
-        server, ["timeout", str(int(duration) + timeout_extra + 10), "iperf3", "-s", "-1",
-                 "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _attempt in range(50):
-            if lab.run_on(server, ["ss", "-Hltn", f"sport = :{port}"], timeout=10).stdout.strip():
-                break
-            subprocess.run(["sleep", "0.1"], check=True)
+    with lab.serving(server, ["iperf3", "-s", "-1", "-p", str(port)], port,
+                     seconds=int(duration) + timeout_extra + 10):
         completed = lab.run_on(
             client, ["timeout", str(int(duration) + timeout_extra), "iperf3", "-c", address,
                      "-p", str(port), "-J", *args], timeout=duration + timeout_extra + 15)
-        try:
-            return json.loads(completed.stdout)
-        except ValueError:
-            return {"error": completed.stdout + completed.stderr}
-    finally:
-        try:
-            server_process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server_process.kill()
-            server_process.wait(timeout=5)
+    try:
+        return json.loads(completed.stdout)
+    except ValueError:
+        return {"error": completed.stdout + completed.stderr}
 
 
 def received_mbit(result: dict) -> float:

@@ -14,7 +14,6 @@ Runtime about 1 minute.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -138,21 +137,9 @@ def test_throughput_within_10_percent_of_iperf3_and_default_timing(acc_lab, figu
     for host in ("near1", "far1"):
         set_sysctls(lab, host, ROOMY_BUFFERS)
     port = 5411
-    server = lab.popen_on("far1", ["timeout", "60", "iperf3", "-s", "-1", "-p", str(port)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _attempt in range(50):
-            if lab.run_on("far1", ["ss", "-Hltn", f"sport = :{port}"], timeout=10).stdout.strip():
-                break
-            time.sleep(0.1)
+    with lab.serving("far1", ["iperf3", "-s", "-1", "-p", str(port)], port, seconds=60):
         # The module's defaults (200 probes, PMTU search, 10 s iperf3) apart from cc and port.
         result = run_module(lab, "near1", 70, peer=FAR, iperf3_port=port, congestion_control="bbr")
-    finally:
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=5)
     assert not result.get("failed"), result.get("msg")
     reference = received_mbit(iperf3(lab, "near1", "far1", "-C", "bbr", "-t", "10", duration=10,
                                      port=port + 1))
