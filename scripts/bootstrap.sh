@@ -18,8 +18,8 @@ bootstrap_apt() {
   done
   if ((${#missing[@]})); then
     echo "bootstrap: installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get update -qq || return 1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null || return 1
   fi
 }
 
@@ -31,7 +31,7 @@ bootstrap_venv() {
     return 0
   fi
   echo "bootstrap: creating $venv"
-  python3 -m venv "$venv"
+  python3 -m venv "$venv" || return 1
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$TRAINNET_ROOT/requirements-dev.txt" \
     >"$venv/pip-install.log" 2>&1 || { tail -20 "$venv/pip-install.log" >&2; return 1; }
   echo "$want" > "$stamp"
@@ -40,7 +40,7 @@ bootstrap_venv() {
 bootstrap_collection_link() {
   # ansible.cfg points collections_path at .collections; ansible-test gets its own copy.
   local dir="$TRAINNET_ROOT/.collections/ansible_collections/longhaul"
-  mkdir -p "$dir"
+  mkdir -p "$dir" || return 1
   [[ -L "$dir/trainnet" ]] || ln -sfn ../../.. "$dir/trainnet"
 }
 
@@ -49,14 +49,18 @@ main() {
     echo "bootstrap: run as root (podman with --privileged, network namespaces and apt need it)" >&2
     return 1
   fi
-  bootstrap_apt
-  bootstrap_venv
-  bootstrap_collection_link
+  # Explicit checks: a caller's `source ... ||` would switch set -e off in here.
+  bootstrap_apt || return 1
+  bootstrap_venv || return 1
+  bootstrap_collection_link || return 1
   export CONTAINERS_CONF="$TRAINNET_ROOT/lab/containers.conf"
-  bash "$TRAINNET_ROOT/lab/image/build-image.sh"
+  bash "$TRAINNET_ROOT/lab/image/build-image.sh" || return 1
 }
 
-main "$@"
+if ! main "$@"; then
+  echo "bootstrap: failed" >&2
+  return 1 2>/dev/null || exit 1
+fi
 export PATH="$TRAINNET_ROOT/.venv/bin:$PATH"
 export CONTAINERS_CONF="$TRAINNET_ROOT/lab/containers.conf"
 export ANSIBLE_CONFIG="$TRAINNET_ROOT/ansible.cfg"
