@@ -335,12 +335,19 @@ class Lab:
             log(f"host {host.name}: container {name}")
         deadline = time.monotonic() + SYSTEMD_BOOT_TIMEOUT
         for name in started:
-            remaining = max(5, deadline - time.monotonic())
-            result = podman("exec", name, "timeout", str(int(remaining)), "systemctl",
-                            "is-system-running", "--wait", check=False, timeout=remaining + 10)
-            state = result.stdout.strip()
-            if state not in ("running", "degraded"):
-                raise LabError(f"container {name}: systemd did not finish booting ({state or result.stderr.strip()})")
+            while True:
+                remaining = max(1.0, deadline - time.monotonic())
+                result = podman("exec", name, "timeout", str(int(remaining)), "systemctl",
+                                "is-system-running", "--wait", check=False, timeout=remaining + 10)
+                state = result.stdout.strip()
+                if state in ("running", "degraded"):
+                    break
+                # Just after start systemctl may find no bus yet ("Failed to connect to bus"):
+                # that is booting, not failure, so ask again until the deadline.
+                if state not in ("", "initializing", "starting") or time.monotonic() >= deadline:
+                    raise LabError(f"container {name}: systemd did not finish booting "
+                                   f"({state or result.stderr.strip()})")
+                time.sleep(0.5)
 
     # --- the emulator ----------------------------------------------------------------------------
 
