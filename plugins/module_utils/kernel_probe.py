@@ -15,7 +15,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import os
 import re
+import socket
+import struct
 
 # Fixed inode number of the initial network namespace (include/uapi/linux/nsfs.h,
 # NET_NS_INIT_INO). Dynamic namespace inodes are allocated from 0xF0000000 up, so
@@ -184,6 +187,47 @@ def errno_name(err):
 
 
 # --------------------------------------------------------------------------- init netns
+
+def read_netns_cookie():
+    """SO_NETNS_COOKIE of a fresh socket (no traffic), None when unsupported."""
+    for family in (getattr(socket, 'AF_UNIX', None), socket.AF_INET):
+        if family is None:
+            continue
+        try:
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+        except (socket.error, OSError):
+            continue
+        try:
+            raw = sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8)
+            return struct.unpack('=Q', raw)[0]
+        except (socket.error, OSError, struct.error):
+            return None
+        finally:
+            sock.close()
+    return None
+
+
+def detect_init_netns(netns_path='/proc/self/ns/net'):
+    """decide_init_netns() on this process's own evidence: (bool or None, evidence).
+
+    Read-only; shared by kernel_capability and sysctl_profile so both judge alike.
+    """
+    def stat(path):
+        try:
+            return os.stat(path)
+        except OSError:
+            return None
+
+    ns = stat(netns_path)
+    allowed = stat(CC_ALLOWED)
+    return decide_init_netns(
+        parse_kernel_version(os.uname()[2]),
+        netns_ino=ns.st_ino if ns else None,
+        cookie=read_netns_cookie(),
+        netdev_backlog_exists=os.path.exists(NETDEV_MAX_BACKLOG) if os.path.isdir(SYSCTL_ROOT + '/net/core') else None,
+        allowed_cc_mode=allowed.st_mode if allowed else None,
+    )
+
 
 def decide_init_netns(kernel_version, netns_ino=None, cookie=None,
                       netdev_backlog_exists=None, allowed_cc_mode=None):

@@ -17,6 +17,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import classify_qdisc_probe
+
 MTU_MIN = 576
 MTU_MAX = 9000
 ROLLBACK_MIN = 10
@@ -27,8 +29,6 @@ QDISC_CHOICES = ("fq", "fq_codel", "cake", "pfifo", "sfq")
 
 ROLLBACK_UNIT_PREFIX = "trainnet-mtu-rollback-"
 
-# What tc prints when the kernel has no such qdisc (not built in, module not loadable).
-QDISC_UNKNOWN_MARKER = "specified qdisc kind is unknown"
 
 # A device that was never brought up has the kernel's noop qdisc, which the qdisc dump leaves
 # out: ``tc qdisc show dev X root`` prints nothing while ``ip link`` says "qdisc noop".
@@ -107,8 +107,9 @@ def tc_json_unsupported(rc, stdout, stderr):
 
 
 def qdisc_kind_unknown(stderr):
-    """True when tc's error says the qdisc kind does not exist in this kernel."""
-    return QDISC_UNKNOWN_MARKER in (stderr or "").lower()
+    """True when tc's error says the qdisc kind does not exist in this kernel (the same
+    judgement kernel_capability makes of its probes)."""
+    return classify_qdisc_probe(1, "", stderr)[0] is False
 
 
 def parse_qdisc_json(text):

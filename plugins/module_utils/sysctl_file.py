@@ -21,21 +21,13 @@ from __future__ import annotations
 import errno
 import glob
 import os
-import socket
-import struct
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import detect_init_netns
 
 PROC_SYS = "/proc/sys"
 NETNS_SELF = "/proc/self/ns/net"
 MODULES_ROOTS = ("/lib/modules", "/usr/lib/modules")
 DEFAULT_PATH = "/etc/sysctl.d/90-trainnet.conf"
-
-# Inode number of the initial network namespace (include/linux/proc_ns.h: PROC_NET_INIT_INO,
-# 0xEFFFFFF9). Stable since Linux 3.8; a network namespace created later gets another inode.
-PROC_NET_INIT_INO = 0xEFFFFFF9
-# getsockopt(SOL_SOCKET, SO_NETNS_COOKIE). Linux 5.14..6.17 gave init_net cookie 1; from 6.18
-# cookies come from a counter shared by all namespace types and init_net's is not 1 (3 was
-# measured on 6.18), so the cookie is reported for information only, never trusted alone.
-SO_NETNS_COOKIE = 71
 
 CC_KEY = "net.ipv4.tcp_congestion_control"
 CC_AVAILABLE_KEY = "net.ipv4.tcp_available_congestion_control"
@@ -251,30 +243,12 @@ class ProcSys(object):
         """Permission check without writing (a read-only key in a netns is mode 0444)."""
         return os.access(self.path(key), os.W_OK)
 
-    def netns_cookie(self):
-        try:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        except (OSError, IOError):
-            return None
-        try:
-            raw = s.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8)
-            return struct.unpack("=Q", raw)[0]
-        except (OSError, IOError, struct.error):
-            return None
-        finally:
-            s.close()
-
     def is_init_netns(self):
-        """True in the initial network namespace, False in another one, None if unknown.
-
-        Uses the inode of /proc/self/ns/net (PROC_NET_INIT_INO for init_net). The netns
-        cookie is not used: init_net's cookie is 1 only up to Linux 6.17.
-        """
+        """True in the initial network namespace, False in another one, None if unknown
+        (kernel_probe.detect_init_netns: the fixed inode on 6.18+, the cookie on 5.14-6.17,
+        then sysctl heuristics)."""
         if not self._init_netns_known:
-            try:
-                self._init_netns = os.stat(self.netns_path).st_ino == PROC_NET_INIT_INO
-            except (OSError, IOError):
-                self._init_netns = None
+            self._init_netns = detect_init_netns(self.netns_path)[0]
             self._init_netns_known = True
         return self._init_netns
 

@@ -285,6 +285,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import classify_qdisc_probe
 from ansible_collections.longhaul.trainnet.plugins.module_utils.link_state import (
     QDISC_CHOICES,
     ROLLBACK_ARM,
@@ -375,14 +376,11 @@ class InterfaceLink(object):
         unshare = self.module.get_bin_path("unshare")
         if not unshare:
             return None
-        rc, _out, err = self.run([unshare, "--net", "--", self.tc, "qdisc", "add", "dev", "lo",
-                                  "root", kind])
-        if rc == 0:
-            return True
-        if qdisc_kind_unknown(err):
-            return False
-        # unshare not permitted (no CAP_SYS_ADMIN) or another error: the real call decides.
-        return None
+        rc, out, err = self.run([unshare, "--net", "--", self.tc, "qdisc", "add", "dev", "lo",
+                                 "root", kind])
+        # None when unshare is not permitted (no CAP_SYS_ADMIN) or on another error: the real
+        # call decides then.
+        return classify_qdisc_probe(rc, out, err)[0]
 
     def rollback_tools(self):
         """(systemd_run, systemctl) when a rollback can be armed here, else None."""

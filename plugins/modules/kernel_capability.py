@@ -415,9 +415,7 @@ msg:
 
 import errno
 import os
-import socket
 import stat
-import struct
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -431,7 +429,6 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe imp
     QDISC_KINDS,
     QDISC_PROBE_ARGS,
     REQUIREMENTS,
-    SO_NETNS_COOKIE,
     TFO_PATH,
     bbr_facts,
     classify_nft_probe,
@@ -440,6 +437,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe imp
     classify_wireguard_probe,
     congestion_facts,
     decide_init_netns,
+    read_netns_cookie,
     detect_container,
     errno_name,
     evaluate_requirements,
@@ -520,21 +518,7 @@ class HostIO(object):
 
     def netns_cookie(self):
         """SO_NETNS_COOKIE of a fresh socket (no traffic), None when unsupported."""
-        for family in (getattr(socket, 'AF_UNIX', None), socket.AF_INET):
-            if family is None:
-                continue
-            try:
-                sock = socket.socket(family, socket.SOCK_DGRAM)
-            except (socket.error, OSError):
-                continue
-            try:
-                raw = sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8)
-                return struct.unpack('=Q', raw)[0]
-            except (socket.error, OSError, struct.error):
-                return None
-            finally:
-                sock.close()
-        return None
+        return read_netns_cookie()
 
 
 def _text(io, path):

@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils import kernel_probe
 from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_file as sf
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -433,13 +434,10 @@ def test_build_diff(tmp_path):
 # --- the real kernel (read only) -------------------------------------------------------------
 
 def test_real_netns_detection_reads_only():
+    """sysctl_profile judges the namespace exactly as kernel_capability does."""
     proc = sf.ProcSys()
     assert proc.is_init_netns() in (True, False, None)
-    cookie = proc.netns_cookie()
-    assert cookie is None or cookie > 0
-    if os.path.exists(sf.NETNS_SELF):
-        inode = os.stat(sf.NETNS_SELF).st_ino
-        assert proc.is_init_netns() == (inode == sf.PROC_NET_INIT_INO)
+    assert proc.is_init_netns() == kernel_probe.detect_init_netns()[0]
 
 
 def test_real_proc_read():
