@@ -50,9 +50,9 @@ HOST_SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv
 
 
 def load_link_metrics():
-    """The collection's iperf3 parser (plugins/module_utils/link_metrics.py), imported, not copied."""
+    """The collection's iperf3 parser (plugins/module_utils/link_measure.py), imported, not copied."""
     try:
-        from ansible_collections.longhaul.trainnet.plugins.module_utils import link_metrics
+        from ansible_collections.longhaul.trainnet.plugins.module_utils import link_measure as link_metrics
         return link_metrics
     except ImportError:
         path = REPO / "plugins" / "module_utils" / "link_metrics.py"

@@ -285,8 +285,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import classify_qdisc_probe
-from ansible_collections.longhaul.trainnet.plugins.module_utils.link_state import (
+from ansible_collections.longhaul.trainnet.plugins.module_utils.probe_result import classify_qdisc_probe
+from ansible_collections.longhaul.trainnet.plugins.module_utils.interface_link import (
     QDISC_CHOICES,
     ROLLBACK_ARM,
     ROLLBACK_UNAVAILABLE,

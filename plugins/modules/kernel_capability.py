@@ -419,7 +419,14 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import (
+from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import errno_name
+from ansible_collections.longhaul.trainnet.plugins.module_utils.netns import decide_init_netns, parse_kernel_version, read_netns_cookie
+from ansible_collections.longhaul.trainnet.plugins.module_utils.probe_result import (
+    classify_nft_probe,
+    classify_qdisc_probe,
+    classify_wireguard_probe,
+)
+from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capability import (
     CC_ALLOWED,
     CC_AVAILABLE,
     CC_CURRENT,
@@ -431,20 +438,13 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe imp
     REQUIREMENTS,
     TFO_PATH,
     bbr_facts,
-    classify_nft_probe,
-    classify_qdisc_probe,
     classify_sysctl_writeback,
-    classify_wireguard_probe,
     congestion_facts,
-    decide_init_netns,
-    read_netns_cookie,
     detect_container,
-    errno_name,
     evaluate_requirements,
     interface_facts,
     missing_message,
     parse_int,
-    parse_kernel_version,
     parse_modules_dep,
     parse_word_list,
     sysctl_path,

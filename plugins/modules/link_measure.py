@@ -485,7 +485,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.link_metrics import (
+from ansible_collections.longhaul.trainnet.plugins.module_utils.link_measure import (
     ERROR,
     PMTU_FLOOR_V4,
     PMTU_FLOOR_V6,

@@ -286,7 +286,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.sysctl_file import (
+from ansible_collections.longhaul.trainnet.plugins.module_utils.sysctl_profile import (
     FAILED,
     SKIPPED,
     ProcSys,

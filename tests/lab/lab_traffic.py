@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.link_metrics import parse_ping_summary
+from ansible_collections.longhaul.trainnet.plugins.module_utils.link_measure import parse_ping_summary
 from trainnet_lab.lab import Lab
 
 IPERF3_PORT = 5401

@@ -13,7 +13,7 @@ import stat
 
 import pytest
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_file as sf
+from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_profile as sf
 from ansible_collections.longhaul.trainnet.plugins.modules import sysctl_profile
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
     AnsibleExitJson, AnsibleFailJson, capture_warnings, patch_module, patch_module_args, read_fixture,
@@ -25,7 +25,7 @@ def snapshot(name):
 
 
 class FakeProc(sf.ProcSys):
-    """Fake /proc/sys tree built from a fixture snapshot; see test_sysctl_file.FakeProc."""
+    """Fake /proc/sys tree built from a fixture snapshot; see module_utils/test_sysctl_profile.FakeProc."""
 
     def __init__(self, base, snap, clamp=None, write_errors=None):
         super(FakeProc, self).__init__(root=os.path.join(str(base), "proc_sys"),

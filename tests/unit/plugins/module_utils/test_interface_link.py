@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils import link_state as ls
+from ansible_collections.longhaul.trainnet.plugins.module_utils import interface_link as ls
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "fixtures", "interface_link")

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils import kernel_probe
-from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_file as sf
+from ansible_collections.longhaul.trainnet.plugins.module_utils import netns as netns_utils
+from ansible_collections.longhaul.trainnet.plugins.module_utils import sysctl_profile as sf
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "fixtures", "sysctl_profile")
@@ -437,7 +437,7 @@ def test_real_netns_detection_reads_only():
     """sysctl_profile judges the namespace exactly as kernel_capability does."""
     proc = sf.ProcSys()
     assert proc.is_init_netns() in (True, False, None)
-    assert proc.is_init_netns() == kernel_probe.detect_init_netns()[0]
+    assert proc.is_init_netns() == netns_utils.detect_init_netns()[0]
 
 
 def test_real_proc_read():

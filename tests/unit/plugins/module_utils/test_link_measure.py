@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils import link_metrics as lm
+from ansible_collections.longhaul.trainnet.plugins.module_utils import link_measure as lm
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures', 'link_measure')
 

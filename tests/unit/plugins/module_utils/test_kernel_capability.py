@@ -12,7 +12,10 @@ import os
 
 import pytest
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils import kernel_probe as kp
+from ansible_collections.longhaul.trainnet.plugins.module_utils import errors
+from ansible_collections.longhaul.trainnet.plugins.module_utils import kernel_capability as kp
+from ansible_collections.longhaul.trainnet.plugins.module_utils import netns
+from ansible_collections.longhaul.trainnet.plugins.module_utils import probe_result
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures', 'kernel_capability')
 
@@ -54,7 +57,7 @@ def test_parse_int(text, expected):
     ('', None),
 ])
 def test_parse_kernel_version(release, expected):
-    assert kp.parse_kernel_version(release) == expected
+    assert netns.parse_kernel_version(release) == expected
 
 
 def test_sysctl_path():
@@ -109,42 +112,42 @@ def test_interface_facts():
 
 
 def test_errno_name():
-    assert kp.errno_name(errno.EROFS) == 'EROFS'
-    assert kp.errno_name(None) is None
-    assert kp.errno_name(99999) == 'errno 99999'
+    assert errors.errno_name(errno.EROFS) == 'EROFS'
+    assert errors.errno_name(None) is None
+    assert errors.errno_name(99999) == 'errno 99999'
 
 
 # --------------------------------------------------------------------------- init netns
 
 def test_init_netns_fixed_inode_any_kernel():
-    verdict, evidence = kp.decide_init_netns((5, 10), netns_ino=0xEFFFFFF9)
+    verdict, evidence = netns.decide_init_netns((5, 10), netns_ino=0xEFFFFFF9)
     assert verdict is True
     assert 'NET_NS_INIT_INO' in evidence
 
 
 def test_init_netns_618_host_observed():
     # measured on Linux 6.18.44: init_net has inode 4026531833 and cookie 3
-    verdict, evidence = kp.decide_init_netns((6, 18), netns_ino=4026531833, cookie=3)
+    verdict, evidence = netns.decide_init_netns((6, 18), netns_ino=4026531833, cookie=3)
     assert verdict is True
     assert evidence.startswith('netns inode 4026531833 == NET_NS_INIT_INO 0xEFFFFFF9')
     assert 'SO_NETNS_COOKIE=3' in evidence
 
 
 def test_init_netns_618_netns_observed():
-    verdict, evidence = kp.decide_init_netns((6, 18), netns_ino=4026532177, cookie=4148,
+    verdict, evidence = netns.decide_init_netns((6, 18), netns_ino=4026532177, cookie=4148,
                                              netdev_backlog_exists=False, allowed_cc_mode=0o444)
     assert verdict is False
     assert '4026532177 != NET_NS_INIT_INO' in evidence
 
 
 def test_init_netns_cookie_one_before_618():
-    verdict, evidence = kp.decide_init_netns((6, 1), netns_ino=4026531992, cookie=1)
+    verdict, evidence = netns.decide_init_netns((6, 1), netns_ino=4026531992, cookie=1)
     assert verdict is True
     assert evidence.startswith('SO_NETNS_COOKIE=1')
 
 
 def test_init_netns_cookie_other_before_618():
-    verdict, evidence = kp.decide_init_netns((5, 15), netns_ino=4026532300, cookie=4097)
+    verdict, evidence = netns.decide_init_netns((5, 15), netns_ino=4026532300, cookie=4097)
     assert verdict is False
     assert 'SO_NETNS_COOKIE=4097' in evidence
 
@@ -157,14 +160,14 @@ def test_init_netns_cookie_other_before_618():
 ])
 def test_init_netns_heuristics_without_cookie(backlog, mode, expected):
     # Linux 5.10: no SO_NETNS_COOKIE, dynamic init inode
-    verdict, evidence = kp.decide_init_netns((5, 10), netns_ino=4026531992, cookie=None,
+    verdict, evidence = netns.decide_init_netns((5, 10), netns_ino=4026531992, cookie=None,
                                              netdev_backlog_exists=backlog, allowed_cc_mode=mode)
     assert verdict is expected
     assert 'heuristic' in evidence
 
 
 def test_init_netns_nothing_known():
-    verdict, evidence = kp.decide_init_netns(None)
+    verdict, evidence = netns.decide_init_netns(None)
     assert verdict is None
     assert 'no netns inode' in evidence
 
@@ -294,7 +297,7 @@ def test_writeback_errors(err, text):
 # --------------------------------------------------------------------------- probes
 
 def test_qdisc_probe_accepted():
-    assert kp.classify_qdisc_probe(0, '', '') == (True, 'accepted')
+    assert probe_result.classify_qdisc_probe(0, '', '') == (True, 'accepted')
 
 
 @pytest.mark.parametrize('name, expected', [
@@ -303,26 +306,26 @@ def test_qdisc_probe_accepted():
     ('unshare_eperm.stderr', (None, 'unshare: unshare failed: Operation not permitted')),
 ])
 def test_qdisc_probe_errors(name, expected):
-    assert kp.classify_qdisc_probe(2, '', fixture(name)) == expected
+    assert probe_result.classify_qdisc_probe(2, '', fixture(name)) == expected
 
 
 def test_qdisc_probe_tc_side_error_is_inconclusive():
     stderr = 'tbf: the "rate" parameter is mandatory.\n'
-    assert kp.classify_qdisc_probe(1, '', stderr) == (None, 'tbf: the "rate" parameter is mandatory.')
+    assert probe_result.classify_qdisc_probe(1, '', stderr) == (None, 'tbf: the "rate" parameter is mandatory.')
 
 
 def test_wireguard_probe():
-    assert kp.classify_wireguard_probe(2, '', fixture('ip_link_wireguard_unknown.stderr')) == \
+    assert probe_result.classify_wireguard_probe(2, '', fixture('ip_link_wireguard_unknown.stderr')) == \
         (False, 'Error: Unknown device type.')
-    assert kp.classify_wireguard_probe(0, '', '') == (True, 'accepted')
-    assert kp.classify_wireguard_probe(1, '', fixture('unshare_eperm.stderr'))[0] is None
+    assert probe_result.classify_wireguard_probe(0, '', '') == (True, 'accepted')
+    assert probe_result.classify_wireguard_probe(1, '', fixture('unshare_eperm.stderr'))[0] is None
 
 
 def test_nft_probe():
-    assert kp.classify_nft_probe(0, '', '') == (True, 'accepted')
-    assert kp.classify_nft_probe(1, '', fixture('nft_unsupported.stderr')) == \
+    assert probe_result.classify_nft_probe(0, '', '') == (True, 'accepted')
+    assert probe_result.classify_nft_probe(1, '', fixture('nft_unsupported.stderr')) == \
         (False, 'Error: Could not process rule: Operation not supported')
-    assert kp.classify_nft_probe(1, '', 'Error: Could not process rule: Operation not permitted\n')[0] is None
+    assert probe_result.classify_nft_probe(1, '', 'Error: Could not process rule: Operation not permitted\n')[0] is None
 
 
 # --------------------------------------------------------------------------- requirements

@@ -22,7 +22,7 @@ import errno
 import glob
 import os
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import detect_init_netns
+from ansible_collections.longhaul.trainnet.plugins.module_utils.netns import detect_init_netns
 
 PROC_SYS = "/proc/sys"
 NETNS_SELF = "/proc/self/ns/net"
@@ -245,7 +245,7 @@ class ProcSys(object):
 
     def is_init_netns(self):
         """True in the initial network namespace, False in another one, None if unknown
-        (kernel_probe.detect_init_netns: the fixed inode on 6.18+, the cookie on 5.14-6.17,
+        (netns.detect_init_netns: the fixed inode on 6.18+, the cookie on 5.14-6.17,
         then sysctl heuristics)."""
         if not self._init_netns_known:
             self._init_netns = detect_init_netns(self.netns_path)[0]

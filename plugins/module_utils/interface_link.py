@@ -17,7 +17,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_probe import classify_qdisc_probe
+from ansible_collections.longhaul.trainnet.plugins.module_utils.probe_result import classify_qdisc_probe
 
 MTU_MIN = 576
 MTU_MAX = 9000

@@ -1,0 +1,41 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""run_bounded runs real, harmless commands: the limit must stop them without coreutils timeout."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils.command import run_bounded
+
+
+def test_output_and_c_locale():
+    result = run_bounded(['sh', '-c', 'echo "$LANG/$LC_ALL"; echo err >&2; exit 3'], limit=10)
+    assert (result.rc, result.out, result.err, result.timed_out) == (3, 'C/C\n', 'err\n', False)
+
+
+def test_limit_stops_a_hung_command_and_its_children():
+    start = time.monotonic()
+    result = run_bounded(['sh', '-c', 'echo started; sleep 30 & sleep 30; wait'], limit=0.5)
+    assert time.monotonic() - start < 5
+    assert result.timed_out and result.rc == 124
+    assert result.out == 'started\n'
+
+
+def test_first_signal_lets_the_command_report():
+    script = 'trap "echo summary; exit 0" INT; while :; do sleep 0.05; done'
+    result = run_bounded(['sh', '-c', script], limit=0.5, signal='INT')
+    assert result.timed_out and 'summary' in result.out
+
+
+def test_missing_binary():
+    result = run_bounded(['/nonexistent/trainnet-binary'])
+    assert result.rc == 127 and 'No such file' in result.err
+
+
+def test_stdin_data():
+    assert run_bounded(['cat'], limit=5, data='abc').out == 'abc'
