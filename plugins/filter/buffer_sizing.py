@@ -7,8 +7,9 @@
 Documentation of each filter is in the YAML file of the same name next to this one
 (bdp_bytes.yml, tcp_buffer_max.yml, tcp_buffer_triplet.yml, wan_link_paths.yml).
 
-Arithmetic is exact (fractions.Fraction on the decimal text of each number), so
-1000 Mbit/s x 200 ms is exactly 25,000,000 bytes and never 25,000,000.000000004.
+The BDP arithmetic and the exact numbers (fractions.Fraction on the decimal text of each value)
+are plugins/plugin_utils/bdp.py, shared with the lab and the benchmarks; this file validates
+the filters' arguments and turns bad ones into AnsibleFilterError naming the argument.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import math
 from fractions import Fraction
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp, exact
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes as shared_bdp_bytes
 
 MIB = 1024 * 1024
 # tcp_rmem/tcp_wmem and net.core.rmem_max/wmem_max are C ints in the kernel.
@@ -25,21 +28,10 @@ KERNEL_INT_MAX = 2 ** 31 - 1
 
 def _number(value, what):
     """Exact Fraction of an int, float or numeric string; bools and others are refused."""
-    if isinstance(value, bool):
-        raise AnsibleFilterError("%s must be a number, got a boolean (%r)" % (what, value))
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise AnsibleFilterError("%s must be a finite number, got %r" % (what, value))
-        return Fraction(repr(value))
-    if isinstance(value, str):
-        try:
-            number = Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
-            raise AnsibleFilterError("%s must be a number, got %r" % (what, value))
-        return number
-    raise AnsibleFilterError("%s must be a number, got %r (%s)" % (what, value, type(value).__name__))
+    try:
+        return exact(value)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("%s %s" % (what, exc))
 
 
 def _positive(value, what):
@@ -70,16 +62,11 @@ def _plain(number):
     return float(number)
 
 
-def _bdp(bandwidth, rtt):
-    """Exact BDP in bytes: Mbit/s x ms = 1e6 bit/s x 1e-3 s = 1000 bit = 125 bytes."""
-    return bandwidth * rtt * 125
-
-
 def bdp_bytes(bandwidth_mbps, rtt_ms):
     """Bandwidth-delay product in bytes (rounded up) of a path of bandwidth_mbps and rtt_ms."""
     bandwidth = _positive(bandwidth_mbps, "bdp_bytes: bandwidth_mbps")
     rtt = _positive(rtt_ms, "bdp_bytes: rtt_ms")
-    return int(math.ceil(_bdp(bandwidth, rtt)))
+    return shared_bdp_bytes(bandwidth, rtt)
 
 
 def _link_label(link, index):
@@ -123,7 +110,7 @@ def tcp_buffer_max(links, overhead_factor=2, floor_bytes=16777216, ceiling_bytes
                 raise AnsibleFilterError("tcp_buffer_max: %s has no %s" % (label, field))
         bandwidth = _positive(link["bandwidth_mbps"], "tcp_buffer_max: %s: bandwidth_mbps" % label)
         rtt = _positive(link["rtt_ms"], "tcp_buffer_max: %s: rtt_ms" % label)
-        need = max(need, _bdp(bandwidth, rtt) * factor)
+        need = max(need, bdp(bandwidth, rtt) * factor)
     if need == 0:
         return floor
     rounded = int(math.ceil(need / MIB)) * MIB

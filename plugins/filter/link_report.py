@@ -19,6 +19,7 @@ import html
 import json
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.svg_chart import bar_chart
 
 COLUMNS = ("pair", "RTT avg ms", "RTT mdev ms", "loss %", "throughput Mbit/s", "retransmit %",
            "cc", "path MTU", "blackhole", "TFO saved ms", "status")
@@ -231,42 +232,18 @@ CHARTS = (("rtt_avg_ms", "RTT (ms, average)"), ("throughput_mbps", "Throughput (
 
 def _svg_chart(title, metric, rows, before):
     """Horizontal bar chart, one group per pair; with `before` a grey bar above each blue one."""
-    label_w, bar_w, bar_h, gap = 220, 360, 14, 10
-    per_pair = bar_h * (2 if before is not None else 1) + gap
-    height = 30 + per_pair * max(len(rows), 1)
-    values = [r[metric] for r in rows if r[metric] is not None]
-    if before is not None:
-        values += [b[metric] for b in before.values() if b.get(metric) is not None]
-    scale = max(values) if values and max(values) > 0 else 1.0
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" width="%d" height="%d" '
-           'viewBox="0 0 %d %d"><title>%s</title>'
-           % (label_w + bar_w + 90, height, label_w + bar_w + 90, height, html.escape(title)),
-           '<text x="0" y="16" font-weight="bold">%s</text>' % html.escape(title)]
-    y = 28
+    groups = []
     for row in rows:
-        out.append('<text x="0" y="%d" font-size="12">%s</text>'
-                   % (y + bar_h - 2, html.escape(row["pair"])))
         bars = []
         if before is not None:
-            old = before.get(row["pair"], {}).get(metric)
-            bars.append((old, "#9e9e9e", "before"))
-        bars.append((row[metric], "#1f77b4" if row["status"] == "ok" else "#d62728", "now"))
-        for value, colour, what in bars:
-            if value is None:
-                out.append('<text x="%d" y="%d" font-size="11" fill="#666">%s: n/a</text>'
-                           % (label_w, y + bar_h - 3, what))
-            else:
-                width = max(1.0, bar_w * value / scale)
-                out.append('<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s">'
-                           '<title>%s %s: %s</title></rect>'
-                           % (label_w, y, width, bar_h - 2, colour, html.escape(row["pair"]),
-                              what, _fmt(value)))
-                out.append('<text x="%.1f" y="%d" font-size="11">%s</text>'
-                           % (label_w + width + 4, y + bar_h - 3, _fmt(value)))
-            y += bar_h
-        y += gap
-    out.append("</svg>")
-    return "".join(out)
+            bars.append({"name": "before", "colour": "#9e9e9e",
+                         "value": before.get(row["pair"], {}).get(metric)})
+        bars.append({"name": "now", "colour": "#1f77b4" if row["status"] == "ok" else "#d62728",
+                     "value": row[metric]})
+        for bar in bars:
+            bar["text"] = _fmt(bar["value"])
+        groups.append({"label": row["pair"], "bars": bars})
+    return bar_chart(title, groups)
 
 
 def link_report_html(records, baseline=None, title="Link measurements"):
