@@ -6,8 +6,8 @@
 """Pure logic behind the link_measure module.
 
 Parsers for ping (iputils) and ``iperf3 -J`` output and for /proc/net/netstat, the
-path-MTU binary search plan, threshold evaluation with its failure message, and the
-Prometheus textfile rendering. Nothing here runs a command or opens a socket; the
+path-MTU binary search plan, threshold evaluation with its failure message (the Prometheus
+textfile is rendered by prometheus.py, TCP Fast Open timed by tfo.py). Nothing here runs a command or opens a socket; the
 module does the I/O, so everything below is unit-tested on captured outputs.
 """
 
@@ -19,15 +19,11 @@ import json
 import math
 import re
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import icmp_payload
+
 # ---------------------------------------------------------------------------------------------
 # ping
 
-# IP + ICMP header bytes added to the ping payload (-s SIZE) to make the IP packet size.
-IPV4_OVERHEAD = 28
-IPV6_OVERHEAD = 48
-# Smallest packet every IPv4 host must accept (RFC 791) / the IPv6 minimum link MTU (RFC 8200).
-PMTU_FLOOR_V4 = 576
-PMTU_FLOOR_V6 = 1280
 
 _STATS_RE = re.compile(r'^(\d+) packets transmitted, (\d+) (?:packets )?received(.*)$', re.M)
 _ERRORS_RE = re.compile(r'\+(\d+) errors?')
@@ -124,7 +120,7 @@ def stopped_ping_loss(summary):
 
 def ping_df_argv(ping, address, size, ipv6, linger, count=2):
     """argv of one path-MTU probe: IP packet of `size` bytes with DF set (no fragmentation)."""
-    payload = size - (IPV6_OVERHEAD if ipv6 else IPV4_OVERHEAD)
+    payload = icmp_payload(size, ipv6)
     return [ping, '-n', '-M', 'do', '-s', str(payload), '-c', str(count), '-i', '0.05',
             '-W', format_number(linger), address]
 
@@ -361,12 +357,6 @@ TFO_COUNTERS = (
     ('TCPFastOpenCookieReqd', 'cookie_reqd_delta'),
 )
 
-# struct tcp_info: u8 tcpi_options is byte 5; TCPI_OPT_SYN_DATA marks a SYN whose data the
-# peer acknowledged (include/uapi/linux/tcp.h).
-TCPI_OPTIONS_OFFSET = 5
-TCPI_OPT_SYN_DATA = 32
-
-
 def parse_netstat(text):
     """{'TcpExt': {'TCPFastOpenActive': 3, ...}, 'IpExt': {...}} from /proc/net/netstat."""
     result = {}
@@ -401,13 +391,6 @@ def tfo_counter_deltas(before, after):
         else:
             deltas[key] = None
     return deltas
-
-
-def syn_data_acked(tcp_info):
-    """Whether TCP_INFO bytes say the peer acknowledged data sent in the SYN."""
-    if not tcp_info or len(tcp_info) <= TCPI_OPTIONS_OFFSET:
-        return None
-    return bool(bytearray(tcp_info)[TCPI_OPTIONS_OFFSET] & TCPI_OPT_SYN_DATA)
 
 
 def tfo_summary(with_ms, without_ms, rtt_avg_ms, acked, deltas, sysctl_value):
@@ -511,90 +494,3 @@ def success_message(peer, result):
     if result.get('path_mtu_bytes') is not None:
         bits.append('path MTU %s' % result['path_mtu_bytes'])
     return 'measured peer %s: %s' % (peer, ', '.join(bits) if bits else 'nothing')
-
-
-# ---------------------------------------------------------------------------------------------
-# Prometheus textfile
-
-PROM_PREFIX = 'trainnet_link_'
-
-# (metric, help, function of the module result -> value or None)
-PROM_METRICS = (
-    ('trainnet_link_rtt_seconds', 'Average round-trip time to the peer (ICMP echo, or TCP connect).',
-     lambda r: _scale((r.get('rtt_ms') or {}).get('avg'), 1e-3)),
-    ('trainnet_link_rtt_min_seconds', 'Minimum round-trip time to the peer.',
-     lambda r: _scale((r.get('rtt_ms') or {}).get('min'), 1e-3)),
-    ('trainnet_link_jitter_seconds', 'Round-trip time mean deviation (ping mdev).',
-     lambda r: _scale(r.get('jitter_ms'), 1e-3)),
-    ('trainnet_link_loss_ratio', 'Fraction of RTT probes without an answer.',
-     lambda r: _scale(r.get('loss_pct'), 1e-2)),
-    ('trainnet_link_throughput_bits_per_second', 'TCP goodput received by the peer (iperf3).',
-     lambda r: _scale(r.get('throughput_mbps'), 1e6)),
-    ('trainnet_link_retransmit_ratio', 'Retransmitted TCP segments per segment sent (iperf3).',
-     lambda r: _scale(r.get('retransmit_pct'), 1e-2)),
-    ('trainnet_link_path_mtu_bytes', 'Largest IP packet that crossed the path with DF set.',
-     lambda r: r.get('path_mtu_bytes')),
-    ('trainnet_link_pmtu_blackhole', '1 when a packet above the path MTU vanished without an ICMP error.',
-     lambda r: None if r.get('pmtu_blackhole') is None else int(bool(r['pmtu_blackhole']))),
-)
-LAST_SUCCESS = 'trainnet_link_last_success_timestamp_seconds'
-LAST_SUCCESS_HELP = 'Unix time of the last measurement without errors and without missed thresholds.'
-
-
-def _scale(value, factor):
-    return None if value is None else value * factor
-
-
-def sanitize_peer(peer):
-    """File-name safe form of the peer: anything but [A-Za-z0-9_.-] becomes '_'."""
-    name = re.sub(r'[^A-Za-z0-9_.-]', '_', peer or '')
-    return name.lstrip('.') or '_'
-
-
-def prom_file_name(peer):
-    return 'trainnet_link_%s.prom' % sanitize_peer(peer)
-
-
-def _escape_label(value):
-    return str(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
-
-
-def _prom_value(value):
-    if isinstance(value, bool):
-        return '1' if value else '0'
-    if isinstance(value, int):
-        return str(value)
-    value = float(value)
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return '%.10g' % value
-
-
-def parse_last_success(text):
-    """The last-success timestamp from a previously written textfile, or None."""
-    for line in (text or '').splitlines():
-        if line.startswith(LAST_SUCCESS + '{') or line.startswith(LAST_SUCCESS + ' '):
-            try:
-                return float(line.rsplit(None, 1)[1])
-            except (IndexError, ValueError):
-                return None
-    return None
-
-
-def render_prometheus(result, peer, source, last_success=None):
-    """Text exposition format for the node_exporter textfile collector.
-
-    Metrics whose value was not measured are left out. last_success is written as given
-    (the module passes now on success and the previous file's value otherwise).
-    """
-    labels = '{peer="%s",source="%s"}' % (_escape_label(peer), _escape_label(source))
-    lines = []
-    rows = [(name, text, fn(result)) for name, text, fn in PROM_METRICS]
-    rows.append((LAST_SUCCESS, LAST_SUCCESS_HELP, last_success))
-    for name, text, value in rows:
-        if value is None:
-            continue
-        lines.append('# HELP %s %s' % (name, text))
-        lines.append('# TYPE %s gauge' % name)
-        lines.append('%s%s %s' % (name, labels, _prom_value(value)))
-    return '\n'.join(lines) + '\n'

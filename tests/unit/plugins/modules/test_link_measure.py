@@ -14,6 +14,8 @@ import socket
 
 import pytest
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils import tfo as tfo_utils
+from ansible_collections.longhaul.trainnet.plugins.module_utils.command import CommandResult
 from ansible_collections.longhaul.trainnet.plugins.modules import link_measure
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
     capture_warnings, fake_get_bin_path, mock, module_patches, patch_module_args, read_fixture, run_main,
@@ -23,7 +25,6 @@ PEER = '198.18.250.2'
 BINS = {
     'ping': '/usr/bin/ping',
     'iperf3': '/usr/bin/iperf3',
-    'timeout': '/usr/bin/timeout',
 }
 
 
@@ -31,25 +32,15 @@ def fixture(name):
     return read_fixture('link_measure', name)
 
 
-def strip_timeout(argv):
-    """(limit, signal, command argv) of a `timeout -k 2 [-s SIG] LIMIT cmd...` argv."""
-    assert argv[0] == BINS['timeout'] and argv[1:3] == ['-k', '2'], argv
-    signal = None
-    rest = argv[3:]
-    if rest[0] == '-s':
-        signal, rest = rest[1], rest[2:]
-    return int(rest[0]), signal, rest[1:]
-
-
 class FakeHost(object):
-    """run_command answering from captured outputs.
+    """run_bounded answering from captured outputs.
 
     The DF probes behave like a path with MTU `mtu`: larger packets get the captured
     "Frag needed (mtu = 1400)" output when `icmp`, else the captured silent timeout.
     """
 
     def __init__(self, ping_q='ping_q_ok.txt', iperf3='iperf3_wan_bbr.json', mtu=1500, icmp=True,
-                 ping_rc=None, iperf3_rc=0, killed=(), ping_stopped=None):
+                 ping_rc=None, iperf3_rc=0, killed=(), ping_stopped=None, silent_once=(), iperf3_first=None):
         self.ping_q = ping_q
         self.iperf3 = iperf3
         self.mtu = mtu
@@ -57,45 +48,49 @@ class FakeHost(object):
         self.ping_rc = ping_rc
         self.iperf3_rc = iperf3_rc
         self.killed = killed
-        self.ping_stopped = ping_stopped   # output of a ping stopped by timeout -s INT
+        self.ping_stopped = ping_stopped   # output of a ping stopped at its limit with SIGINT
+        self.silent_once = set(silent_once)  # sizes whose first DF probe loses both echo requests
+        self.iperf3_first = iperf3_first   # fixture of a first iperf3 run before `iperf3`
         self.calls = []
-        self.environ = []
+        self.limits = []
+        self.signals = []
 
-    def __call__(self, argv, environ_update=None, **kwargs):  # pylint: disable=unused-argument
-        assert isinstance(argv, list), 'run_command must get an argv list'
+    def __call__(self, argv, limit=None, data=None, signal=None):  # pylint: disable=unused-argument
+        assert isinstance(argv, list), 'run_bounded must get an argv list'
         self.calls.append(list(argv))
-        self.environ.append(environ_update)
-        if argv[0] == BINS['timeout']:
-            limit, _signal, argv = strip_timeout(argv)
-            assert limit >= 1
+        self.limits.append(limit)
+        self.signals.append(signal)
+        return CommandResult(*self.answer(argv))
+
+    def answer(self, argv):
         prog = argv[0]
         if prog == BINS['ping'] and '-q' in argv and self.ping_stopped is not None:
-            return 124, self.ping_stopped, ''
+            return 124, self.ping_stopped, '', True
         if prog in self.killed:
-            return 124, '', ''
+            return 124, '', '', True
         if prog == BINS['ping'] and '-q' in argv:
             if self.ping_q.startswith('ping_unknown') or self.ping_q.startswith('ping_unreachable'):
                 return 2, '', fixture(self.ping_q)
             return (self.ping_rc if self.ping_rc is not None else 0), fixture(self.ping_q), ''
         if prog == BINS['ping'] and '-M' in argv:
             size = int(argv[argv.index('-s') + 1]) + 28
+            if size in self.silent_once:
+                self.silent_once.discard(size)
+                return 1, fixture('ping_df_blackhole_timeout.txt'), ''
             if size <= self.mtu:
                 return 0, fixture('ping_df_c2_ok.txt'), ''
             if self.icmp:
                 return 1, fixture('ping_df_c2_frag_needed.txt'), ''
             return 1, fixture('ping_df_blackhole_timeout.txt'), ''
         if prog == BINS['iperf3']:
+            if self.iperf3_first:
+                first, self.iperf3_first = self.iperf3_first, None
+                return 1, fixture(first), ''
             return self.iperf3_rc, fixture(self.iperf3), ''
         raise AssertionError('unexpected command %r' % argv)
 
     def commands(self, prog):
-        out = []
-        for argv in self.calls:
-            if argv[0] == BINS['timeout']:
-                argv = strip_timeout(argv)[2]
-            if argv[0] == BINS[prog]:
-                out.append(argv)
-        return out
+        return [argv for argv in self.calls if argv[0] == BINS[prog]]
 
 
 REAL_NET = link_measure.Net
@@ -105,12 +100,14 @@ class FakeNet(REAL_NET):
     """Sockets and clocks faked; file writes real (tmp_path), /proc reads from fixtures."""
 
     def __init__(self, resolve_error=None, tcp=None, tfo_error=None, tfo_acked=True, family=socket.AF_INET,
-                 files=None):
+                 files=None, path_rtt_ms=0.05, tfo_lost=0):
         self.clock = 1000.0
         self.resolve_error = resolve_error
         self.tcp = tcp if tcp is not None else [(150.0 + i, None) for i in range(10)]
         self.tfo_error = tfo_error
         self.tfo_acked = tfo_acked
+        self.path_rtt_ms = path_rtt_ms     # the fake path: TFO answers take 1 RTT, others 2
+        self.tfo_lost = tfo_lost           # the first N requests lose their SYN and time out
         self.family = family
         self.tcp_calls = []
         self.tfo_calls = []
@@ -152,13 +149,19 @@ class FakeNet(REAL_NET):
         index = len(self.tcp_calls) - 1
         return self.tcp[index] if index < len(self.tcp) else (None, 'timed out after 2.0 s')
 
-    def tfo_request(self, family, address, port, fastopen, timeout):
+    def tfo_request(self, address, port, fastopen, timeout):
         self.tfo_calls.append((address, port, fastopen, timeout))
+        self.clock += 0.1
         if self.tfo_error:
             return None, None, self.tfo_error
-        if fastopen:
-            return 150.7, self.tfo_acked, None
-        return 301.4, None, None
+        if len(self.tfo_calls) <= self.tfo_lost:
+            self.clock += timeout
+            return None, None, 'no answer within %s s' % timeout
+        # the cookie-fetching TFO connection (no cookie yet) takes two round trips like a plain one
+        cookie = fastopen and any(call[2] for call in self.tfo_calls[:-1])
+        rtts = 1 if cookie else 2
+        return rtts * self.path_rtt_ms + 0.4 + 0.1 * len(self.tfo_calls), \
+            (self.tfo_acked if fastopen else None), None
 
 
 def run_module(args, host=None, net=None, check_mode=False, bins=None):
@@ -169,12 +172,13 @@ def run_module(args, host=None, net=None, check_mode=False, bins=None):
         args = dict(args, _ansible_check_mode=True)
 
     def run_command(self, argv, **kwargs):  # pylint: disable=unused-argument
-        return host(argv, **kwargs)
+        raise AssertionError('commands must run through run_bounded, not run_command: %r' % argv)
 
     with patch_module_args(args):
         with module_patches(get_bin_path=fake_get_bin_path(paths), run_command=run_command):
             with mock.patch.object(link_measure, 'Net', return_value=net):
-                return run_main(link_measure.main)
+                with mock.patch.object(link_measure, 'run_bounded', host):
+                    return run_main(link_measure.main)
 
 
 RETURN_KEYS = {
@@ -214,24 +218,23 @@ def test_default_measurement():
     assert result['tfo']['port'] == 0
     assert result['tfo']['ttfb_ms_with'] is None
     assert result['tfo']['sysctl'] == 1
-    # every command: argv list, LANG=C, under timeout
-    assert all(env == {'LANG': 'C', 'LC_ALL': 'C'} for env in host.environ)
-    assert all(argv[0] == BINS['timeout'] for argv in host.calls)
+    # every command: argv list, bounded by the module itself (no coreutils `timeout` wrapper)
+    assert all(limit is not None and limit >= 1 for limit in host.limits)
     assert host.commands('ping')[0] == ['/usr/bin/ping', '-n', '-q', '-c', '200', '-i', '0.005', '-W', '1', PEER]
     assert host.commands('iperf3') == [['/usr/bin/iperf3', '-c', PEER, '-p', '5201', '-t', '10', '-J',
-                                        '--connect-timeout', '3000']]
+                                        '--connect-timeout', '7500']]
 
 
 def test_command_order_and_timeouts():
     host = FakeHost()
     run_module({'peer': PEER}, host)
-    progs = [strip_timeout(argv)[2][0] for argv in host.calls]
+    progs = [argv[0] for argv in host.calls]
     assert progs == ['/usr/bin/ping', '/usr/bin/ping', '/usr/bin/iperf3']
-    ping_limit, _df_limit, iperf3_limit = [strip_timeout(argv)[0] for argv in host.calls]
+    ping_limit, _df_limit, iperf3_limit = host.limits
     assert ping_limit == 9           # 200 x max(0.005 x 3, 0.015) + 1 + 5
-    assert iperf3_limit == 20        # duration + 5 + 5
+    assert iperf3_limit == 25        # duration + 10 + 5
     # the RTT ping is stopped with SIGINT, so it still prints its statistics
-    assert [strip_timeout(argv)[1] for argv in host.calls] == ['INT', None, None]
+    assert host.signals == ['INT', None, None]
 
 
 # A ping -c 5000 -i 0.002 stopped by SIGINT across a 150 ms RTT (captured on the lab)
@@ -249,12 +252,11 @@ def test_fast_ping_gets_time_for_its_real_rate():
     # statistics, the module fell back to TCP connects.
     host = FakeHost()
     run_module({'peer': PEER, 'ping_count': 5000, 'ping_interval': 0.002, 'timeout': 120}, host)
-    assert strip_timeout(host.calls[0])[:2] == (81, 'INT')    # 5000 x 0.015 + 1 + 5
-    # the overall timeout bounds it, leaving iperf3 its duration + 5 s
+    assert (host.limits[0], host.signals[0]) == (81, 'INT')    # 5000 x 0.015 + 1 + 5
+    # the overall timeout bounds it, leaving iperf3 its duration + 10 s
     host = FakeHost()
     run_module({'peer': PEER, 'ping_count': 5000, 'ping_interval': 0.002}, host)
-    limit = strip_timeout(host.calls[0])[0]
-    assert 40 <= limit <= 60 - 15
+    assert 35 <= host.limits[0] <= 60 - 20
 
 
 def test_ping_stopped_at_its_limit_keeps_icmp_results(monkeypatch):
@@ -280,7 +282,7 @@ def test_name_resolves_once():
     assert result['peer'] == 'peer.lab'
     assert result['peer_address'] == PEER
     assert host.commands('iperf3')[0] == ['/usr/bin/iperf3', '-c', PEER, '-p', '5999', '-t', '3', '-J',
-                                          '--connect-timeout', '3000', '-C', 'cubic']
+                                          '--connect-timeout', '7500', '-C', 'cubic']
 
 
 def test_pmtu_with_icmp_frag_needed():
@@ -299,41 +301,79 @@ def test_pmtu_blackhole():
     assert result['msg'] == 'thresholds missed for peer 198.18.250.2: min_path_mtu 1500 > measured 1400'
     assert result['path_mtu_bytes'] == 1400
     assert result['pmtu_blackhole'] is True
-    assert len(host.commands('ping')) == 1 + 11
+    # 11 probes; the 5 sizes above 1400 vanished and were each probed twice
+    assert len(host.commands('ping')) == 1 + 11 + 5
     # linger from the measured rtt max 0.072 ms: the 0.3 s minimum
     assert host.commands('ping')[1][-2] == '0.3'
 
 
-def test_tfo_timing():
-    net = FakeNet()
-    result = run_module({'peer': PEER, 'tfo_port': 7007, 'iperf3': False}, net=net)
-    assert 'failed' not in result
+def test_tfo_timing_saves_one_rtt():
+    # Bug: the fake answered 150.7/301.4 ms on a 0.05 ms ping path and the test asserted a
+    # ratio of 3014. The fake path now has the ping fixture's RTT: TFO answers in one RTT.
+    net = FakeNet(path_rtt_ms=151.095)
+    result = run_module({'peer': PEER, 'tfo_port': 7007, 'iperf3': False},
+                        FakeHost(ping_q='ping_q_wan_150ms.txt'), net)
+    assert 'failed' not in result, result['msg']
     tfo = result['tfo']
-    assert tfo['ttfb_ms_with'] == 150.7 and tfo['ttfb_ms_without'] == 301.4
-    assert tfo['saved_ms'] == 150.7
-    assert tfo['saved_rtt_ratio'] == round(150.7 / 0.05, 2)
+    # the best (first) of each kind: without = 2 RTT + 0.5 (1st call), with = 1 RTT + 0.9 (5th call)
+    assert tfo['ttfb_ms_without'] == round(2 * 151.095 + 0.5, 3)
+    assert tfo["ttfb_ms_with"] == round(151.095 + 0.9, 3)
+    assert tfo['saved_ms'] == round(tfo['ttfb_ms_without'] - tfo['ttfb_ms_with'], 3)
+    assert 0.95 <= tfo['saved_rtt_ratio'] <= 1.05
+    assert tfo['saved_rtt_ratio'] == round(tfo['saved_ms'] / 151.095, 2)
     assert tfo['syn_data_acked'] is True
     assert tfo['active_delta'] == 12
-    assert tfo['error'] is None
-    # 2 without, 1 priming with TFO, 2 timed with TFO
-    assert [c[2] for c in net.tfo_calls] == [False, False, True, True, True]
+    assert tfo['error'] is None and tfo['retries'] == 0
+    # 3 without, 1 priming with TFO, 3 timed with TFO
+    assert [c[2] for c in net.tfo_calls] == [False] * 3 + [True] * 4
     assert all(c[1] == 7007 for c in net.tfo_calls)
 
 
-def test_tfo_refused_fails_with_hint():
-    net = FakeNet(tfo_error='Connection refused (ECONNREFUSED)')
+def test_tfo_waits_for_retransmission_timeouts_at_long_rtt():
+    # Bug: a fixed 2 s per request; one lost SYN (RTO 1 s) at 200 ms RTT plus the request
+    # missed it. Now two RTOs (1 + 2 s) + 4 RTT + 0.5 s.
+    net = FakeNet(path_rtt_ms=151.095)
+    run_module({'peer': PEER, 'tfo_port': 7007, 'iperf3': False}, FakeHost(ping_q='ping_q_wan_150ms.txt'), net)
+    assert {c[3] for c in net.tfo_calls} == {round(3 + 4 * 0.172053 + 0.5, 3)}
+
+
+def test_tfo_lost_syn_is_retried_and_the_link_is_not_failed():
+    # Bug: one lost SYN failed the TFO timing and with it the whole pair.
+    net = FakeNet(path_rtt_ms=151.095, tfo_lost=1)
+    result = run_module({'peer': PEER, 'tfo_port': 7007, 'iperf3': False},
+                        FakeHost(ping_q='ping_q_wan_150ms.txt'), net)
+    assert 'failed' not in result, result['msg']
+    assert result['tfo']['error'] is None and result['tfo']['retries'] == 1
+    assert len(net.tfo_calls) == 8 and result['tfo']['saved_rtt_ratio'] is not None
+
+
+def test_tfo_failure_is_a_sub_measurement_failure(monkeypatch):
+    warnings = capture_warnings(monkeypatch)
+    net = FakeNet(path_rtt_ms=151.095, tfo_lost=100)
+    result = run_module({'peer': PEER, 'tfo_port': 7007}, FakeHost(ping_q='ping_q_wan_150ms.txt'), net)
+    assert 'failed' not in result, result['msg']
+    assert result['errors'] == []
+    assert result['tfo']['error'].startswith('no answer within')
+    assert len(net.tfo_calls) == link_measure.TFO_ATTEMPTS
+    assert result['throughput_mbps'] == 36.441 and result['path_mtu_bytes'] == 1500
+    assert any(w.startswith('tfo: 198.18.250.2:7007: no answer within') for w in warnings), warnings
+
+
+def test_tfo_refused_is_reported_with_hint_not_retried(monkeypatch):
+    warnings = capture_warnings(monkeypatch)
+    net = FakeNet(tfo_error='Connection refused [ECONNREFUSED]')
     result = run_module({'peer': PEER, 'tfo_port': 7007, 'iperf3': False}, net=net)
-    assert result['failed'] is True
-    assert result['msg'] == ('measurement failed for peer 198.18.250.2: tfo: 198.18.250.2:7007: Connection refused '
-                             '(ECONNREFUSED) - is the TFO echo server running on 198.18.250.2:7007?')
-    assert result['tfo']['error'] == 'Connection refused (ECONNREFUSED)'
+    assert 'failed' not in result
+    assert result['tfo']['error'] == ('Connection refused [ECONNREFUSED] - is the TFO echo server running on '
+                                      '198.18.250.2:7007?')
     assert len(net.tfo_calls) == 1
+    assert len(warnings) == 1 and 'ECONNREFUSED' in warnings[0]
 
 
 def test_tfo_client_disabled_hint():
-    net = FakeNet(tfo_error='Operation not supported (ENOTSUP)', files={link_measure.TFO_SYSCTL: '0\n'})
+    net = FakeNet(tfo_error='Operation not supported [EOPNOTSUPP]', files={link_measure.TFO_SYSCTL: '0\n'})
     result = run_module({'peer': PEER, 'tfo_port': 7007, 'iperf3': False}, net=net)
-    assert 'client TFO is off here (net.ipv4.tcp_fastopen=0, needs bit 1)' in result['msg']
+    assert 'client TFO is off here (net.ipv4.tcp_fastopen=0, needs bit 1)' in result['tfo']['error']
 
 
 def test_tfo_false():
@@ -419,7 +459,7 @@ def test_iperf3_bad_congestion_control_lists_available():
 
 def test_iperf3_killed_by_timeout():
     result = run_module({'peer': PEER}, FakeHost(killed=('/usr/bin/iperf3',)))
-    assert result['errors'] == ['iperf3 to 198.18.250.2:5201: no result within 20 s (killed): no output']
+    assert result['errors'] == ['iperf3 to 198.18.250.2:5201: no result within 25 s (killed): no output']
 
 
 def test_iperf3_missing():
@@ -429,13 +469,32 @@ def test_iperf3_missing():
     assert result['errors'] == ['iperf3: not found on this host (install iperf3 or set iperf3=false)']
 
 
-def test_without_coreutils_timeout_commands_run_bare():
-    bins = dict(BINS)
-    del bins['timeout']
+def test_commands_are_bounded_without_coreutils_timeout():
+    # Bug: without coreutils `timeout` the commands ran with no time limit at all.
     host = FakeHost()
-    result = run_module({'peer': PEER}, host, bins=bins)
+    result = run_module({'peer': PEER}, host, bins=dict(BINS))
     assert 'failed' not in result
     assert [argv[0] for argv in host.calls] == ['/usr/bin/ping', '/usr/bin/ping', '/usr/bin/iperf3']
+    assert all(limit is not None and 1 <= limit <= 60 for limit in host.limits), host.limits
+
+
+def test_pmtu_probe_that_lost_both_echoes_is_probed_again():
+    # Bug: on a lossy link one DF probe losing both echo requests read as "too big" and a black hole.
+    host = FakeHost(silent_once={1500})
+    result = run_module({'peer': PEER, 'iperf3': False}, host)
+    assert result['path_mtu_bytes'] == 1500 and result['pmtu_blackhole'] is False
+    assert [p['size'] for p in result['pmtu_probes']] == [1500]
+    assert len(host.commands('ping')) == 1 + 2
+
+
+def test_iperf3_connect_timeout_is_tried_once_more(monkeypatch):
+    warnings = capture_warnings(monkeypatch)
+    host = FakeHost(iperf3_first='iperf3_connect_timeout.json')
+    result = run_module({'peer': PEER}, host)
+    assert 'failed' not in result, result['msg']
+    assert result['throughput_mbps'] == 36.441
+    assert len(host.commands('iperf3')) == 2
+    assert any('trying once more' in w for w in warnings)
 
 
 # --------------------------------------------------------------------------- textfile
@@ -497,7 +556,7 @@ def test_textfile_write_error(tmp_path):
         raise OSError(errno.EACCES, 'Permission denied')
     net.write_textfile = refuse
     result = run_module({'peer': PEER, 'textfile_dir': str(tmp_path)}, net=net)
-    assert result['errors'] == ['textfile: cannot write %s: Permission denied (EACCES)' % (
+    assert result['errors'] == ['textfile: cannot write %s: Permission denied [EACCES]' % (
         tmp_path / 'trainnet_link_198.18.250.2.prom')]
 
 
@@ -517,7 +576,7 @@ def test_resolution_failure():
     ({'iperf3': False, 'min_throughput_mbps': 5}, 'min_throughput_mbps needs iperf3=true'),
     ({'iperf3': False, 'max_retransmit_pct': 5}, 'max_retransmit_pct needs iperf3=true'),
     ({'pmtu': False, 'min_path_mtu': 1400}, 'min_path_mtu needs pmtu=true'),
-    ({'timeout': 12}, 'timeout 12 is too short for iperf3 duration 10 (needs at least duration + 5 s)'),
+    ({'timeout': 19}, 'timeout 19 is too short for iperf3 duration 10 (needs at least duration + 10 s)'),
     ({'ping_interval': 0.001}, 'ping_interval must be at least 0.002 s'),
     ({'pmtu_max': 500}, 'pmtu_max must be 576-65535'),
     ({'tcp_port': 0}, 'tcp_port must be 1-65535'),
@@ -539,8 +598,8 @@ def test_wrong_type_is_a_clear_error():
 
 def test_overall_timeout_skips_steps():
     net = FakeNet()
-    # each monotonic() call advances 0.5 s; a 15 s bound leaves no room for 10 s of iperf3 at the end
-    result = run_module({'peer': PEER, 'timeout': 15, 'tfo_port': 7007}, FakeHost(), net)
+    # each monotonic() call advances 0.5 s; a 20 s bound leaves no room for 10 s of iperf3 at the end
+    result = run_module({'peer': PEER, 'timeout': 20, 'tfo_port': 7007}, FakeHost(), net)
     assert result['failed'] is True
     assert any(e.startswith('timeout: iperf3') for e in result['errors']), result['errors']
 
@@ -555,75 +614,78 @@ def test_ipv6_pmtu_floor():
 # --------------------------------------------------------------------------- the real Net on loopback only
 
 @contextlib.contextmanager
-def loopback_echo_server():
+def loopback_tfo_server(address):
+    """The collection's own TFO server (module_utils/tfo.py) in a thread, bounded to 20 s."""
     import threading
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(('127.0.0.1', 0))
-    srv.listen(8)
-    srv.settimeout(5)
-    stop = []
-
-    def serve():
-        while not stop:
-            try:
-                conn, _addr = srv.accept()
-            except (socket.timeout, OSError):
-                return
-            with contextlib.closing(conn):
-                conn.settimeout(2)
-                try:
-                    data = conn.recv(64)
-                    if data:
-                        conn.sendall(data)
-                except (socket.timeout, OSError):
-                    pass
-
-    thread = threading.Thread(target=serve)
+    import time
+    listener = tfo_utils.listen(address, 0)
+    port = listener.getsockname()[1]
+    served = []
+    thread = threading.Thread(target=lambda: served.append(tfo_utils.serve_on(listener, time.monotonic() + 20, 12)))
     thread.daemon = True
     thread.start()
     try:
-        yield srv.getsockname()[1]
+        yield port, served
     finally:
-        stop.append(True)
-        try:
-            srv.shutdown(socket.SHUT_RDWR)   # wakes the blocked accept()
-        except OSError:
-            pass
-        srv.close()
-        thread.join(6)
+        # one connection each until max_connections ends it early
+        for _i in range(12):
+            if not thread.is_alive():
+                break
+            tfo_utils.request(address, port, False, 1.0)
+        thread.join(5)
+        assert not thread.is_alive()
 
 
-def closed_loopback_port():
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(('127.0.0.1', 0))
+def closed_loopback_port(address='127.0.0.1'):
+    sock = socket.socket(socket.AF_INET6 if ':' in address else socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((address, 0))
     port = sock.getsockname()[1]
     sock.close()
     return port
 
 
-def test_real_tcp_connect_open_and_closed_port():
+def ipv6_loopback():
+    try:
+        closed_loopback_port('::1')
+        return True
+    except OSError:
+        return False
+
+
+LOOPBACKS = ['127.0.0.1', pytest.param('::1', marks=pytest.mark.skipif(not ipv6_loopback(), reason='no ::1'))]
+
+
+@pytest.mark.parametrize('address', LOOPBACKS)
+def test_real_tcp_connect_open_and_closed_port(address):
     net = REAL_NET()
-    with loopback_echo_server() as port:
-        rtt, why = net.tcp_connect(socket.AF_INET, '127.0.0.1', port, 2.0)
+    family = socket.AF_INET6 if ':' in address else socket.AF_INET
+    with loopback_tfo_server(address) as (port, _served):
+        rtt, why = net.tcp_connect(family, address, port, 2.0)
         assert why is None and 0 <= rtt < 1000
-    rtt, why = net.tcp_connect(socket.AF_INET, '127.0.0.1', closed_loopback_port(), 2.0)
+    rtt, why = net.tcp_connect(family, address, closed_loopback_port(address), 2.0)
     assert why is None and 0 <= rtt < 1000   # the RST is an answer too
 
 
-def test_real_tfo_request_with_and_without():
+@pytest.mark.parametrize('address', LOOPBACKS)
+def test_real_tfo_request_with_and_without(address):
     net = REAL_NET()
-    with loopback_echo_server() as port:
-        ttfb, acked, why = net.tfo_request(socket.AF_INET, '127.0.0.1', port, False, 2.0)
+    with loopback_tfo_server(address) as (port, served):
+        ttfb, acked, why = net.tfo_request(address, port, False, 2.0)
         assert why is None and ttfb > 0 and acked is None
-        ttfb, acked, why = net.tfo_request(socket.AF_INET, '127.0.0.1', port, True, 2.0)
-        if why is None:
-            assert ttfb > 0 and acked in (True, False)
-        else:  # client TFO off on this host (net.ipv4.tcp_fastopen without bit 1)
-            assert 'ENOTSUP' in why or 'EOPNOTSUPP' in why
+        ttfb, acked, why = net.tfo_request(address, port, True, 2.0)   # fetches the cookie
+        assert why is None, why
+        ttfb, acked, why = net.tfo_request(address, port, True, 2.0)
+        assert why is None and ttfb > 0
+        with open('/proc/sys/net/ipv4/tcp_fastopen') as handle:
+            mode = int(handle.read())
+        # client bit 1 and server bit 2 on: the second TFO request carried its data in the SYN
+        assert acked is (mode & 3 == 3)
+    assert served and served[0] >= 3
 
 
-def test_real_tfo_request_refused():
-    ttfb, acked, why = REAL_NET().tfo_request(socket.AF_INET, '127.0.0.1', closed_loopback_port(), False, 2.0)
+@pytest.mark.parametrize('address', LOOPBACKS)
+def test_real_tfo_request_refused(address):
+    ttfb, acked, why = REAL_NET().tfo_request(address, closed_loopback_port(address), False, 2.0)
     assert (ttfb, acked) == (None, None)
     assert 'ECONNREFUSED' in why
 
