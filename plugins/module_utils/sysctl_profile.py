@@ -7,11 +7,16 @@
 Everything that touches the kernel goes through ProcSys, whose root directory (normally
 /proc/sys) is a parameter, so unit tests run on a fake tree without root. The flow is:
 
-    entries = parse_settings(settings)          # validate keys, normalise values
-    plan_entries(entries, proc, apply_live)     # read live values, predict each key's status
+    entries = parse_settings(settings)          # validate keys and values (no I/O)
+    plan_entries(entries, proc, apply_live)     # read live values, stat keys, predict statuses
     apply_entries(entries, proc)                # write the predicted 'applied' keys, read back
     render_file(entries, header)                # the drop-in, rendered whole
     build_diff(...)                             # --diff output
+
+Touches: parse_settings and the render/diff helpers are pure. plan_entries only reads: it
+reads and stats /proc/sys keys, lists tcp_<cc> modules below /lib/modules and asks
+netns.detect_init_netns (an inode stat and one unconnected socket); it never writes, so check
+mode writes nothing. apply_entries is the only function that writes /proc/sys.
 
 Standard library only, Python 3.8 compatible.
 """
@@ -21,7 +26,10 @@ from __future__ import annotations
 import errno
 import glob
 import os
+import re
+import stat
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import describe_os_error
 from ansible_collections.longhaul.trainnet.plugins.module_utils.netns import detect_init_netns
 
 PROC_SYS = "/proc/sys"
@@ -35,10 +43,64 @@ CC_ALLOWED_KEY = "net.ipv4.tcp_allowed_congestion_control"
 # Keys whose value is a set the kernel prints in its own order.
 ORDER_INSENSITIVE_KEYS = frozenset([CC_ALLOWED_KEY])
 
-# errno values meaning "this key cannot be set here" (namespace restriction, read-only
-# mount, value refused). ENOENT on write is what the kernel answers for an unknown
-# congestion control algorithm.
-SKIP_ERRNOS = frozenset([errno.EPERM, errno.EINVAL, errno.EACCES, errno.EROFS, errno.ENOENT])
+INT_MIN = -2147483648
+INT_MAX = 2147483647
+UINT_MAX = 4294967295
+U8_MAX = 255
+
+# Integer keys the collection sets: (number of fields, min, max) of each field. Measured on
+# Linux 6.18 (the kernel refuses values outside these with EINVAL); the buffer maxima have a
+# kernel minimum of a few KiB that is not modelled, so the kernel may still refuse tiny values.
+INTEGER_KEYS = {
+    "net.core.rmem_max": (1, 0, INT_MAX),
+    "net.core.wmem_max": (1, 0, INT_MAX),
+    "net.core.rmem_default": (1, 0, INT_MAX),
+    "net.core.wmem_default": (1, 0, INT_MAX),
+    "net.core.netdev_max_backlog": (1, INT_MIN, INT_MAX),
+    "net.core.somaxconn": (1, 0, INT_MAX),
+    "net.ipv4.tcp_rmem": (3, 1, INT_MAX),
+    "net.ipv4.tcp_wmem": (3, 1, INT_MAX),
+    "net.ipv4.tcp_fastopen": (1, INT_MIN, INT_MAX),
+    "net.ipv4.tcp_fastopen_blackhole_timeout_sec": (1, 0, INT_MAX),
+    "net.ipv4.tcp_mtu_probing": (1, 0, U8_MAX),
+    "net.ipv4.tcp_base_mss": (1, INT_MIN, INT_MAX),
+    "net.ipv4.tcp_no_metrics_save": (1, 0, U8_MAX),
+    "net.ipv4.tcp_slow_start_after_idle": (1, 0, U8_MAX),
+    "net.ipv4.tcp_notsent_lowat": (1, 0, UINT_MAX),
+}
+# Keys whose value is text even when the live value happens to be all digits.
+TEXT_KEYS = frozenset([
+    CC_KEY, CC_ALLOWED_KEY, CC_AVAILABLE_KEY, "net.core.default_qdisc", "kernel.hostname",
+    "kernel.domainname", "kernel.core_pattern", "kernel.modprobe", "net.ipv4.tcp_fastopen_key",
+    "net.ipv4.ip_local_reserved_ports",
+])
+_INTEGER_RE = re.compile(r"^[+-]?[0-9]+$")
+
+# Global sysctls: only the initial network namespace can set them. A non-init namespace
+# does not have them at all or sees them read-only (mode 0444) or gets EINVAL on write.
+# Measured on Linux 6.18 (`find /proc/sys/net` in the init netns and in `unshare --net`);
+# older kernels hide more of net.core, hence the net.core prefix rule below.
+GLOBAL_KEYS = frozenset([
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default", "net.core.wmem_default",
+    CC_ALLOWED_KEY,
+    "net.ipv4.cipso_cache_bucket_size", "net.ipv4.cipso_cache_enable",
+    "net.ipv4.cipso_rbm_optfmt", "net.ipv4.cipso_rbm_strictvalid", "net.ipv4.fib_sync_mem",
+    "net.ipv4.inet_peer_maxttl", "net.ipv4.inet_peer_minttl", "net.ipv4.inet_peer_threshold",
+    "net.ipv4.ipfrag_secret_interval", "net.ipv4.tcp_available_ulp", "net.ipv4.tcp_low_latency",
+    "net.ipv4.tcp_max_orphans", "net.ipv4.tcp_mem", "net.ipv4.udp_mem",
+    "net.ipv6.calipso_cache_bucket_size", "net.ipv6.calipso_cache_enable",
+    "net.ipv6.ip6frag_secret_interval", "net.ipv6.mld_max_msf", "net.ipv6.mld_qrv",
+    "net.netfilter.nf_log_all_netns", "net.nf_conntrack_max",
+])
+GLOBAL_PREFIXES = ("net.ipv4.route.gc_", "net.ipv4.route.error_", "net.ipv4.route.redirect_",
+                   "net.ipv4.route.max_size")
+# The net.core keys each network namespace has its own copy of (everything else in net.core
+# is global).
+NETNS_CORE_KEYS = frozenset([
+    "net.core.somaxconn", "net.core.optmem_max", "net.core.txrehash", "net.core.tstamp_allow_data",
+    "net.core.rps_default_mask", "net.core.xfrm_acq_expires", "net.core.xfrm_aevent_etime",
+    "net.core.xfrm_aevent_rseqth", "net.core.xfrm_larval_drop",
+])
 
 APPLIED = "applied"
 UNCHANGED = "unchanged"
@@ -170,10 +232,52 @@ def values_equal(live, wanted, key=""):
     return a == b
 
 
-def _errno_text(err):
-    """[EACCES: Permission denied]"""
-    code = errno.errorcode.get(err.errno, str(err.errno)) if err.errno else "error"
-    return "[%s: %s]" % (code, err.strerror or str(err))
+def is_integer_text(text):
+    """True for a non-empty run of whitespace-separated decimal integers ("4096 131072 6291456")."""
+    fields = split_value(text)
+    return bool(fields) and all(_INTEGER_RE.match(f) for f in fields)
+
+
+def integer_value_problem(key, wanted, fields, low, high):
+    """Why wanted is not `fields` integers within low..high, or None."""
+    parts = split_value(wanted)
+    what = "%d integer%s in %d..%d" % (fields, "" if fields == 1 else "s", low, high)
+    if len(parts) != fields or not all(_INTEGER_RE.match(p) for p in parts):
+        return "%s: value %r is not valid: it takes %s" % (key, wanted, what)
+    bad = [p for p in parts if not low <= int(p) <= high]
+    if bad:
+        return "%s: value %r is out of range: it takes %s" % (key, wanted, what)
+    return None
+
+
+def known_value_problem(key, wanted):
+    """Validation of keys whose type the module knows (INTEGER_KEYS), without any I/O."""
+    spec = INTEGER_KEYS.get(canonical_key(key))
+    if spec is None:
+        return None
+    return integer_value_problem(key, wanted, *spec)
+
+
+def inferred_value_problem(key, wanted, live):
+    """Validation of other keys from the shape of their live value: a key that reads as N
+    integers takes N integers (the kernel ignores extra fields and keeps missing ones)."""
+    canonical = canonical_key(key)
+    if canonical in INTEGER_KEYS or canonical in TEXT_KEYS or not is_integer_text(live):
+        return None
+    parts = split_value(wanted)
+    fields = len(split_value(live))
+    if len(parts) != fields or not all(_INTEGER_RE.match(p) for p in parts):
+        return ("%s: value %r is not valid: it takes %d integer%s (its live value is %r)"
+                % (key, wanted, fields, "" if fields == 1 else "s", live))
+    return None
+
+
+def is_global_key(key):
+    """A sysctl only the initial network namespace can set (see GLOBAL_KEYS)."""
+    canonical = canonical_key(key)
+    if canonical in GLOBAL_KEYS or canonical.startswith(GLOBAL_PREFIXES):
+        return True
+    return canonical.startswith("net.core.") and canonical not in NETNS_CORE_KEYS
 
 
 def _one_line(text):
@@ -240,8 +344,15 @@ class ProcSys(object):
             raise OSError(errno.EIO, "short write (%d of %d bytes)" % (written, len(data)))
 
     def writable(self, key):
-        """Permission check without writing (a read-only key in a netns is mode 0444)."""
+        """Permission check without writing: os.access(W_OK) (false on a read-only mount)."""
         return os.access(self.path(key), os.W_OK)
+
+    def mode(self, key):
+        """Permission bits of the key (0444 for a read-only sysctl), None if it cannot be stat'ed."""
+        try:
+            return stat.S_IMODE(os.stat(self.path(key)).st_mode)
+        except OSError:
+            return None
 
     def is_init_netns(self):
         """True in the initial network namespace, False in another one, None if unknown
@@ -274,11 +385,10 @@ class Entry(object):
         self.canonical = canonical_key(key)
         self.wanted = wanted
         self.before = None        # live value before the run (whitespace-normalised), or None
-        self.before_raw = None    # as read, for the no-op write-back probe
         self.after = None         # live value after the run (predicted in check mode)
         self.status = None
         self.reason = ""
-        self.settable = True      # False: rendered as a '# skipped here' comment
+        self.settable = True      # False: rendered as a comment line, never as an active line
         self.drifted = False      # live differs from wanted and the key is settable here
 
     def as_result(self):
@@ -300,10 +410,15 @@ class Entry(object):
     def fail(self, reason):
         self.status = FAILED
         self.reason = _one_line(reason)
+        # A value that failed (refused, clamped, invalid) is never an active line of the file.
+        self.settable = False
 
 
 def parse_settings(settings):
-    """Validate the settings dict and return a list of Entry in the given order."""
+    """Validate the settings dict and return a list of Entry in the given order.
+
+    Values of the integer keys in INTEGER_KEYS are checked here, before anything is read.
+    """
     if settings is None:
         return []
     if not isinstance(settings, dict):
@@ -320,6 +435,10 @@ def parse_settings(settings):
         if entry.canonical in seen:
             errors.append("%s and %s name the same sysctl" % (seen[entry.canonical], key))
             continue
+        problem = known_value_problem(key, entry.wanted)
+        if problem:
+            errors.append(problem)
+            continue
         seen[entry.canonical] = key
         entries.append(entry)
     if errors:
@@ -328,115 +447,136 @@ def parse_settings(settings):
 
 
 def predict_congestion_control(wanted, proc):
-    """Reason why the kernel would refuse wanted as default congestion control, or None.
+    """(status, reason) if the kernel would refuse wanted as default congestion control, else None.
 
-    The kernel refuses an algorithm that is neither registered nor loadable (ENOENT), and
-    in a non-init network namespace one that is not in tcp_allowed_congestion_control
-    (EPERM): only init_net may make a restricted algorithm the default.
+    An algorithm that is neither registered nor loadable is refused everywhere (ENOENT): that
+    is a wrong value, FAILED. In a non-init network namespace one that is not in
+    tcp_allowed_congestion_control is refused with EPERM (only init_net may make a restricted
+    algorithm the default): a namespace restriction, SKIPPED.
     """
     name = wanted.strip()
     if not name or len(name.split()) != 1:
-        return None
+        return FAILED, "congestion control %r is not one algorithm name" % wanted
     available = proc.read_list(CC_AVAILABLE_KEY)
     if available is not None and name not in available and not proc.cc_module_exists(name):
-        return ("congestion control %s is not available in this kernel: "
-                "tcp_available_congestion_control is '%s' and there is no tcp_%s module"
-                % (name, " ".join(available), name))
+        return FAILED, ("congestion control %s is not available in this kernel: "
+                        "tcp_available_congestion_control is '%s' and there is no tcp_%s module "
+                        "[ENOENT]" % (name, " ".join(available), name))
     if proc.is_init_netns() is False:
         allowed = proc.read_list(CC_ALLOWED_KEY)
         if allowed is not None and name not in allowed:
-            return ("congestion control %s is not in net.ipv4.tcp_allowed_congestion_control "
-                    "'%s': a non-init network namespace may only make an allowed algorithm "
-                    "its default [EPERM]" % (name, " ".join(allowed)))
+            return SKIPPED, ("congestion control %s is not in net.ipv4.tcp_allowed_congestion_control "
+                             "'%s': a non-init network namespace may only make an allowed algorithm "
+                             "its default [EPERM]" % (name, " ".join(allowed)))
+    return None
+
+
+def settability(entry, proc):
+    """(status, reason) when the key cannot be set here, else None. Judged without writing:
+    a global key outside the init netns, no write bit in the key's mode, no write access."""
+    init = proc.is_init_netns()
+    if init is False and is_global_key(entry.key):
+        return SKIPPED, ("global sysctl: only the initial network namespace can set it, this one "
+                         "sees it read-only or has writes refused [EINVAL]")
+    mode = proc.mode(entry.key)
+    if mode is not None and not mode & 0o222:
+        if init is True:
+            return FAILED, "%s is read-only (mode %04o): nobody can set it" % (
+                display_path(entry.key), mode)
+        return SKIPPED, "read-only in this network namespace (mode %04o)" % mode
+    if not proc.writable(entry.key):
+        return SKIPPED, ("no write permission here [EACCES]: /proc/sys mounted read-only (a "
+                         "container) or not root")
     return None
 
 
 def plan_entries(entries, proc, apply_live=True):
-    """Predict every key's status without changing anything.
+    """Predict every key's status. Reads and stats only: never writes, also not in check mode.
 
-    Per key: missing /proc/sys path -> skipped; live value equal (whitespace-insensitive)
-    -> unchanged; otherwise the key is predicted 'applied' unless it cannot be set here:
-    no write permission, congestion control refused (see predict_congestion_control), or,
-    with apply_live, a write-back of the CURRENT live value (a no-op) fails with
-    EPERM/EINVAL/EACCES/EROFS. With apply_live=False nothing is written: differing keys stay
-    'unchanged' (the live value is left alone) and are listed as drifted.
-    A key whose live value already matches but which is not writable here is skipped too,
-    so the drop-in never holds a line that sysctl --system would fail on.
+    Per key, in this order:
+    - a directory, or a value that does not fit the key (INTEGER_KEYS, or for other keys the
+      shape of the live value: a key that reads as N integers takes N integers) -> failed;
+    - missing /proc/sys path -> skipped for a global key outside the init netns (hidden there),
+      failed otherwise (a misspelt key, or a feature this kernel lacks);
+    - congestion control: an unknown algorithm -> failed; one a non-init netns may not make
+      its default -> skipped (see predict_congestion_control);
+    - cannot be set here (see settability) -> skipped, or failed for a read-only key in the
+      init netns; this also holds when the live value already matches, so the drop-in never
+      holds a line that sysctl --system would fail on;
+    - live value equal (whitespace-insensitive) -> unchanged;
+    - otherwise applied, or with apply_live=False unchanged and listed as drifted.
     """
     for e in entries:
         e.status = None
         e.reason = ""
         e.settable = True
         e.drifted = False
+        e.before = e.after = None
         if proc.is_dir(e.key):
-            e.before = e.after = None
             e.fail("%s is a directory, not a sysctl" % display_path(e.key))
             continue
         if not proc.exists(e.key):
-            e.before = None
-            e.skip("%s does not exist here: a global sysctl hidden in a non-init network "
-                   "namespace, or a feature this kernel lacks" % display_path(e.key))
+            if proc.is_init_netns() is not True and is_global_key(e.key):
+                e.skip("%s does not exist in this network namespace: a global sysctl only the "
+                       "initial namespace has" % display_path(e.key))
+            else:
+                where = "" if proc.is_init_netns() is True else " (not a global sysctl hidden in a netns)"
+                e.fail("%s does not exist%s: not a sysctl of this kernel - a misspelt key, or a "
+                       "feature this kernel lacks" % (display_path(e.key), where))
             continue
         readable = True
         read_error = ""
         try:
-            e.before_raw = proc.read(e.key)
-            e.before = " ".join(e.before_raw.split())
+            e.before = " ".join(proc.read(e.key).split())
         except (OSError, IOError) as err:
             readable = False
-            e.before_raw = e.before = None
-            read_error = _errno_text(err)
+            read_error = describe_os_error(err)
         e.after = e.before
 
-        if readable and values_equal(e.before, e.wanted, e.key):
-            if proc.writable(e.key):
-                e.status = UNCHANGED
-                e.reason = "live value already matches"
+        problem = inferred_value_problem(e.key, e.wanted, e.before) if readable else None
+        if problem:
+            e.fail(problem)
+            continue
+        matches = readable and values_equal(e.before, e.wanted, e.key)
+        verdict = None
+        if e.canonical == CC_KEY and not matches:
+            verdict = predict_congestion_control(e.wanted, proc)
+        verdict = verdict or settability(e, proc)
+        if verdict:
+            status, reason = verdict
+            if matches:
+                reason += "; the live value already matches"
+            if status == FAILED:
+                e.fail(reason)
             else:
-                e.skip("not writable in this namespace [no write permission]; the live value "
-                       "already matches")
-            continue
-
-        if not proc.writable(e.key):
-            e.skip("not writable in this namespace [EACCES: no write permission]")
-            continue
-        if e.canonical == CC_KEY:
-            reason = predict_congestion_control(e.wanted, proc)
-            if reason:
                 e.skip(reason)
-                continue
+            continue
 
+        if matches:
+            e.status = UNCHANGED
+            e.reason = "live value already matches"
+            continue
         if not apply_live:
             e.status = UNCHANGED
             e.drifted = True
             e.reason = ("live value differs and is left as it is: apply_live=false"
-                        if readable else "live value unreadable %s; apply_live=false" % read_error)
+                        if readable else "live value unreadable (%s); apply_live=false" % read_error)
             continue
-
-        if readable:
-            # Learn whether the key accepts writes by writing back the current live value.
-            try:
-                proc.write(e.key, e.before_raw)
-            except (OSError, IOError) as err:
-                if err.errno in SKIP_ERRNOS:
-                    e.skip("the kernel refuses writes to this key here %s" % _errno_text(err))
-                else:
-                    e.fail("write-back probe of the current value failed %s" % _errno_text(err))
-                continue
         e.status = APPLIED
         e.drifted = True
         e.after = e.wanted
         e.reason = ("live value differs" if readable
-                    else "live value unreadable %s; written unconditionally" % read_error)
+                    else "live value unreadable (%s); written unconditionally" % read_error)
     return entries
 
 
 def apply_entries(entries, proc):
     """Write the keys planned as 'applied' and read them back.
 
-    A write refused with EPERM/EINVAL/EACCES/EROFS/ENOENT -> skipped; another error ->
-    failed; a read-back that differs from the wanted value (the kernel clamped or ignored
-    part of it) -> failed.
+    The plan already left out what this namespace cannot set, so any refusal now is a refusal
+    of the wanted value (EINVAL out of range, EPERM/ENOENT congestion control, ...): failed. So
+    is a read-back that differs from the wanted value (the kernel clamped or ignored part of
+    it). A failed key is never written to the drop-in as an active line.
     """
     for e in entries:
         if e.status != APPLIED:
@@ -445,17 +585,14 @@ def apply_entries(entries, proc):
             proc.write(e.key, e.wanted)
         except (OSError, IOError) as err:
             e.after = e.before
-            if err.errno in SKIP_ERRNOS:
-                e.skip("the kernel refused the value %s" % _errno_text(err))
-            else:
-                e.fail("write failed %s" % _errno_text(err))
+            e.fail("the kernel refused the value %s: %s" % (e.wanted, describe_os_error(err)))
             continue
         try:
             raw = proc.read(e.key)
         except (OSError, IOError) as err:
             e.after = None
             if e.before is not None:
-                e.fail("written, but reading it back failed %s" % _errno_text(err))
+                e.fail("written, but reading it back failed: %s" % describe_os_error(err))
             else:
                 e.reason = "written; the key cannot be read back"
             continue
@@ -508,13 +645,15 @@ def render_header(header=None):
 
 
 def render_file(entries, header=None):
-    """The whole drop-in. Keys that cannot be set here become comment lines so that
-    sysctl --system at boot does not fail on them."""
+    """The whole drop-in. Keys that cannot be set here, and values the kernel refused, become
+    comment lines, so the file never holds a value sysctl --system at boot would fail on."""
     lines = render_header(header)
     lines.append("")
     for e in entries:
         if e.settable:
             lines.append("%s = %s" % (e.key, e.wanted))
+        elif e.status == FAILED:
+            lines.append("# refused here: %s = %s (%s)" % (e.key, e.wanted, _one_line(e.reason)))
         else:
             lines.append("# skipped here: %s = %s (%s)" % (e.key, e.wanted, _one_line(e.reason)))
     return "\n".join(lines) + "\n"

@@ -18,23 +18,43 @@ description:
     O(settings) disappears from the file. It is written atomically (a temporary file in the same
     directory, then renamed), mode C(0644), owned by root, with a header saying that it is
     managed by longhaul.trainnet and that local edits are overwritten.
-  - Keys that cannot be set in this (network) namespace are B(skipped) with a warning instead of
-    failing, unless O(strict=true). A key is skipped when its C(/proc/sys) path is missing (for
-    example C(net.core.rmem_max) inside a container on older kernels), when it is not writable
-    here (read-only in a non-init network namespace), when a write is refused with
-    C(EPERM), C(EINVAL), C(EACCES), C(EROFS) or C(ENOENT), or, predicted without writing, when
-    C(net.ipv4.tcp_congestion_control) names an algorithm that is neither in
-    C(tcp_available_congestion_control) nor a loadable C(tcp_<name>) module, or, outside the
-    initial network namespace, one that is not in C(net.ipv4.tcp_allowed_congestion_control).
+  - 'Values are validated before anything is read or written: the integer keys this collection
+    manages (C(net.core.rmem_max), C(net.ipv4.tcp_rmem), C(net.ipv4.tcp_notsent_lowat), ...) must
+    be the right number of integers within the range Linux accepts; any other key whose live value
+    is N integers must be given N integers. A bad value fails the module naming the key and what
+    it takes, before anything is changed.'
+  - A key is B(skipped) with a warning, instead of failing, only when this network namespace
+    cannot set the key at all - a global sysctl (for example C(net.core.rmem_max),
+    C(net.core.default_qdisc)) outside the initial network namespace, where it is missing, read-only
+    or refuses writes; a key without a write bit (mode C(0444)) outside the initial namespace; a key
+    without write access (C(/proc/sys) mounted read-only in a container) - or when
+    C(net.ipv4.tcp_congestion_control) names an algorithm that a non-init network namespace may
+    not make its default (not in C(net.ipv4.tcp_allowed_congestion_control)). With O(strict=true)
+    these fail too.
+  - 'Everything else the kernel would refuse is a B(failure): a key that does not exist (a misspelt
+    key, or a feature this kernel lacks) unless it is a global key hidden in a non-init network
+    namespace; a read-only key in the initial namespace; an unknown congestion control (neither in
+    C(tcp_available_congestion_control) nor a loadable C(tcp_<name>) module); a value the kernel
+    refuses on write (for example C(EINVAL) for a value out of range) or reads back differently.'
+  - Failures found while planning stop the module before anything is written. A value the kernel
+    refuses while applying fails the module; the drop-in is still written for the other keys, with
+    the refused key only as a comment line, so the file never holds a value the kernel refused.
   - 'Skipped keys are written into the drop-in only as a comment line, C(# skipped here: KEY = VALUE)
     followed by the reason in parentheses, so that C(sysctl --system) at boot does not fail on them.'
   - Values are compared whitespace-insensitively, so C(4096<TAB>131072<TAB>6291456), C(4096 131072 6291456) and
     V([4096, 131072, 6291456]) are equal. Runs of whitespace inside a value are collapsed to one
     space when the value is written.
-  - The module plans first and then acts on the plan, so check mode reports exactly what a real
-    run would do. To predict whether a key whose live value differs accepts writes, the plan
-    writes the B(current) live value back to it (a no-op for ordinary sysctls), also in check
-    mode. Nothing is written to C(/proc/sys) at all with O(apply_live=false).
+  - 'What it reads: the C(/proc/sys) files of the given keys (content and mode),
+    C(tcp_available_congestion_control), C(tcp_allowed_congestion_control), the C(tcp_*.ko*) names
+    below C(/lib/modules/RELEASE/kernel/net/ipv4), the inode of C(/proc/self/ns/net) and the netns
+    cookie of one unconnected socket, and the drop-in O(path).'
+  - 'What it writes, outside check mode only: the C(/proc/sys) files of the keys whose live value
+    differs (one C(write(2)) of the wanted value each, then read back; nothing with
+    O(apply_live=false)), and the drop-in O(path) (a temporary file in the same directory renamed
+    over it). In check mode it writes nothing at all; the plan is made from the values, the keys'
+    modes and write access, and the network namespace, so check mode predicts the real run.
+    Limits of that prediction - a kernel minimum or range of a key that is not modelled - show up
+    in the real run as a failed key, never as a silently skipped one.'
   - After writing a live value the module reads it back; a value the kernel clamped or ignored
     is a failure.
   - Do not use it for trigger keys whose write has an effect regardless of the value (for
@@ -82,8 +102,8 @@ options:
   strict:
     description:
       - If V(true), keys that cannot be set in this namespace fail the module (naming them)
-        instead of being skipped with a warning. Keys predicted to be unsettable fail the module
-        before anything is changed.
+        instead of being skipped with a warning. They are predicted without writing, so the
+        module fails before anything is changed.
     type: bool
     default: false
   apply_live:
@@ -99,8 +119,8 @@ options:
         prefixed with C(# ) unless it already starts with C(#).
     type: str
 notes:
-  - Supports check mode and diff mode. In check mode the only write is the no-op write-back of
-    current live values described above (skipped with O(apply_live=false)).
+  - Supports check mode and diff mode. Check mode writes nothing (neither C(/proc/sys) nor the
+    drop-in).
   - Needs root (or the capabilities to write C(/proc/sys) and the drop-in's directory).
   - Uses only the Python standard library; no C(sysctl) binary is run.
 seealso:
@@ -185,7 +205,7 @@ keys:
       before: "4194304"
       after: "4194304"
       wanted: "67108864"
-      reason: "not writable in this namespace (EACCES: permission denied)"
+      reason: "global sysctl: only the initial network namespace can set it, this one sees it read-only or has writes refused [EINVAL]"
     net.ipv4.tcp_rmem:
       status: applied
       before: "4096 131072 6291456"
@@ -197,9 +217,11 @@ keys:
       description:
         - V(applied) the live value was (would be) changed;
           V(unchanged) the live value already matched, or was left alone with O(apply_live=false);
-          V(skipped) the key cannot be set here;
-          V(failed) an unexpected error, a value the kernel read back differently, or, with
-          O(strict=true), a key that cannot be set here.
+          V(skipped) this network namespace cannot set the key (or, for the congestion control,
+          may not make the algorithm its default);
+          V(failed) an invalid value, a key that does not exist, an unknown congestion control, a
+          value the kernel refused or read back differently, or, with O(strict=true), a key that
+          cannot be set here.
       type: str
       returned: always
       choices: [applied, unchanged, skipped, failed]
@@ -233,7 +255,7 @@ unchanged:
   sample: [net.ipv4.tcp_slow_start_after_idle]
 skipped_keys:
   description:
-    - Keys that cannot be set in this namespace (each also produces a warning).
+    - Keys this network namespace cannot set (each also produces a warning).
     - Not called C(skipped) because a true C(skipped) in a task result marks the whole task skipped.
   returned: always
   type: list
@@ -241,7 +263,8 @@ skipped_keys:
   sample: [net.core.rmem_max]
 failed_keys:
   description:
-    - Keys that failed. When not empty the module fails.
+    - Keys that failed (invalid value, missing key, value refused by the kernel). When not empty
+      the module fails.
     - Not called C(failed) because Ansible reserves C(failed) for the task's own status.
   returned: always
   type: list

@@ -24,17 +24,37 @@ def snapshot(name):
         return json.load(handle)
 
 
+# What Linux 6.18 accepts for some integer keys, measured with writes in a throwaway
+# `unshare --net` namespace (fields, min, max). Kept apart from sf.INTEGER_KEYS on purpose: the
+# fake kernel must not share the module's own table.
+KERNEL_RANGES = {
+    "net.ipv4.tcp_rmem": (3, 1, 2147483647),
+    "net.ipv4.tcp_wmem": (3, 1, 2147483647),
+    "net.ipv4.tcp_mtu_probing": (1, 0, 255),
+    "net.ipv4.tcp_slow_start_after_idle": (1, 0, 255),
+    "net.ipv4.tcp_notsent_lowat": (1, 0, 4294967295),
+}
+# Keys a non-init namespace refuses to write with EINVAL even when their mode says 0644.
+KERNEL_GLOBAL = frozenset(["net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
+                           "net.core.wmem_default", "net.core.netdev_max_backlog",
+                           "net.core.default_qdisc"])
+
+
 class FakeProc(sf.ProcSys):
     """A /proc/sys tree in a temporary directory that answers writes like the kernel would.
 
-    read_only keys refuse writes with EACCES (and os.access says so), the congestion control
-    key behaves like net/ipv4/tcp_cong.c (ENOENT for an unknown algorithm, EPERM for one not
-    allowed outside init_net), write_errors raise a given errno on every write, value_errors
-    only when a given value is written, clamp stores another value than the one written.
+    read_only keys get mode 0444 and refuse writes with EACCES; no_access keys keep mode 0644
+    but os.access says no (a read-only /proc/sys mount) and writes fail with EROFS; global keys
+    refuse writes from a non-init netns with EINVAL; integer keys refuse a non-integer with
+    EINVAL, take only as many fields as they have (extra ignored, missing kept) and refuse values
+    outside KERNEL_RANGES; the congestion control key behaves like net/ipv4/tcp_cong.c (ENOENT
+    for an unknown algorithm, EPERM for one not allowed outside init_net); write_errors raise a
+    given errno on every write, value_errors only when a given value is written, clamp stores
+    another value than the one written.
     """
 
     def __init__(self, base, snap, init_netns=None, write_errors=None, value_errors=None,
-                 clamp=None, modules=(), extra=None):
+                 clamp=None, modules=(), extra=None, read_only=None, no_access=()):
         root = os.path.join(str(base), "proc_sys")
         modules_root = os.path.join(str(base), "lib_modules")
         super(FakeProc, self).__init__(
@@ -42,31 +62,51 @@ class FakeProc(sf.ProcSys):
             modules_roots=(modules_root,), kernel_release="test")
         values = dict(snap["values"])
         values.update(extra or {})
+        self.read_only = set(snap["read_only"] if read_only is None else read_only)
         for key, value in values.items():
             path = self.path(key)
             if not os.path.isdir(os.path.dirname(path)):
                 os.makedirs(os.path.dirname(path))
             with open(path, "w") as handle:
                 handle.write(value + "\n")
+            os.chmod(path, 0o444 if key in self.read_only else 0o644)
         for name in modules:
             mdir = os.path.join(modules_root, "test", "kernel", "net", "ipv4")
             if not os.path.isdir(mdir):
                 os.makedirs(mdir)
             open(os.path.join(mdir, "tcp_%s.ko.xz" % name), "w").close()
-        self.read_only = set(snap["read_only"])
+        self.no_access = set(no_access)
         self.write_errors = dict(write_errors or {})
         self.value_errors = dict(value_errors or {})
         self.clamp = dict(clamp or {})
         self.writes = []
 
     def writable(self, key):
-        return sf.canonical_key(key) not in self.read_only and super(FakeProc, self).writable(key)
+        return sf.canonical_key(key) not in self.no_access and super(FakeProc, self).writable(key)
+
+    def _kernel_value(self, canonical, text):
+        """The value the kernel would store for text, or raise OSError like it does."""
+        live = self.read(canonical).split()
+        fields = text.split()
+        if live and all(f.lstrip("-").isdigit() for f in live):
+            if not fields or not all(f.lstrip("-").isdigit() for f in fields):
+                raise OSError(errno.EINVAL, "Invalid argument")
+            count, low, high = KERNEL_RANGES.get(canonical, (len(live), -2 ** 31, 2 ** 31 - 1))
+            fields = fields[:count]
+            if any(not low <= int(f) <= high for f in fields):
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return "\t".join(fields + live[len(fields):])
+        return text
 
     def write(self, key, text):
         canonical = sf.canonical_key(key)
         self.writes.append((canonical, text))
         if canonical in self.read_only:
             raise OSError(errno.EACCES, "Permission denied")
+        if canonical in self.no_access:
+            raise OSError(errno.EROFS, "Read-only file system")
+        if canonical in KERNEL_GLOBAL and self.is_init_netns() is False:
+            raise OSError(errno.EINVAL, "Invalid argument")
         if canonical in self.write_errors:
             raise OSError(self.write_errors[canonical], os.strerror(self.write_errors[canonical]))
         bad = self.value_errors.get(canonical)
@@ -78,6 +118,7 @@ class FakeProc(sf.ProcSys):
                 raise OSError(errno.ENOENT, "No such file or directory")
             if not self.is_init_netns() and name not in self.read(sf.CC_ALLOWED_KEY).split():
                 raise OSError(errno.EPERM, "Operation not permitted")
+        text = self._kernel_value(canonical, text)
         if canonical in self.clamp:
             text = self.clamp[canonical]
         super(FakeProc, self).write(key, text)
@@ -192,7 +233,7 @@ def test_parse_settings_keeps_order_and_rejects_duplicates():
     entries = sf.parse_settings({"b.x": 1, "a.y": [1, 2]})
     assert [(e.key, e.wanted) for e in entries] == [("b.x", "1"), ("a.y", "1 2")]
     with pytest.raises(sf.SysctlInputError, match="same sysctl"):
-        sf.parse_settings({"net.ipv4.tcp_rmem": 1, "net/ipv4/tcp_rmem": 1})
+        sf.parse_settings({"net.ipv4.tcp_rmem": "1 2 3", "net/ipv4/tcp_rmem": [1, 2, 3]})
     with pytest.raises(sf.SysctlInputError) as err:
         sf.parse_settings({"net.ipv4.tcp_rmem": None, "bad key": 1})
     assert "net.ipv4.tcp_rmem" in str(err.value) and "bad key" in str(err.value)
@@ -237,7 +278,7 @@ def test_plan_in_netns(tmp_path):
     proc = netns(tmp_path)
     entries = by_key(plan(PROFILE, proc))
     assert entries["net.core.rmem_max"].status == sf.SKIPPED
-    assert "not writable" in entries["net.core.rmem_max"].reason
+    assert "global sysctl" in entries["net.core.rmem_max"].reason
     assert entries["net.core.default_qdisc"].status == sf.SKIPPED
     assert "does not exist" in entries["net.core.default_qdisc"].reason
     assert entries["net.ipv4.tcp_congestion_control"].status == sf.UNCHANGED
@@ -247,25 +288,38 @@ def test_plan_in_netns(tmp_path):
         assert entries[key].drifted
     assert entries["net.ipv4.tcp_rmem"].before == "4096 131072 33554432"
     assert entries["net.ipv4.tcp_rmem"].after == "4096 131072 67108864"
-    # planning changed no live value: the only writes were write-backs of the current value
-    for key, text in proc.writes:
-        assert text == snapshot("netns_6.18.json")["values"][key]
+    # planning (check mode) writes nothing at all, not even the current value back
+    assert proc.writes == []
     assert proc.live("net.ipv4.tcp_rmem") == "4096 131072 33554432"
 
 
-def test_check_mode_prediction_equals_real_run(tmp_path):
+def privileged_netns(tmp_path, **kwargs):
+    """A privileged container: global keys are mode 0644 but refuse writes (EINVAL)."""
+    return netns(tmp_path, read_only=[sf.CC_AVAILABLE_KEY, sf.CC_ALLOWED_KEY], **kwargs)
+
+
+@pytest.mark.parametrize("maker", [netns, init_ns, privileged_netns], ids=lambda m: m.__name__)
+def test_check_mode_prediction_equals_real_run(tmp_path, maker):
     settings = dict(PROFILE, **{"net.ipv4.tcp_congestion_control": "cubic",
-                                "net.ipv4.tcp_fastopen": 3})
-    for maker in (netns, init_ns):
-        check_proc = maker(tmp_path / ("check-" + maker.__name__))
-        real_proc = maker(tmp_path / ("real-" + maker.__name__))
-        predicted = plan(settings, check_proc)
-        done = run_real(settings, real_proc)
-        assert sf.summarize(predicted) == sf.summarize(done), maker.__name__
-        assert [(e.key, e.status, e.after) for e in predicted] == \
-            [(e.key, e.status, e.after) for e in done]
-        assert sf.render_file(predicted) == sf.render_file(done)
-        assert sf.build_diff("/p", "", "x", predicted) == sf.build_diff("/p", "", "x", done)
+                                "net.ipv4.tcp_fastopen": 3,
+                                "net.ipv4.tcp_notsent_lowat": 131072,
+                                "net.core.wmem_max": 67108864,
+                                "net.core.netdev_max_backlog": 30000})
+    check_proc = maker(tmp_path / "check")
+    real_proc = maker(tmp_path / "real")
+    predicted = plan(settings, check_proc)
+    assert check_proc.writes == []
+    done = run_real(settings, real_proc)
+    assert sf.summarize(predicted) == sf.summarize(done)
+    assert [(e.key, e.status, e.after, e.reason) for e in predicted] == \
+        [(e.key, e.status, e.after, e.reason) for e in done]
+    assert sf.render_file(predicted) == sf.render_file(done)
+    assert sf.build_diff("/p", "", "x", predicted) == sf.build_diff("/p", "", "x", done)
+    assert not sf.summarize(done)["failed_keys"]
+    # what the real run reports as applied is really live now
+    for e in done:
+        if e.status == sf.APPLIED:
+            assert real_proc.live(e.key) == e.wanted, e.key
 
 
 def test_idempotence_second_run_unchanged(tmp_path):
@@ -291,18 +345,21 @@ def test_missing_path_is_skipped_and_failed_under_strict(tmp_path):
 
 
 @pytest.mark.parametrize("code", [errno.EPERM, errno.EINVAL, errno.EACCES, errno.EROFS])
-def test_refused_write_is_skipped(tmp_path, code):
+def test_value_refused_on_write_fails_and_stays_out_of_the_file(tmp_path, code):
+    # The plan cannot see this refusal (the key is 0644 and writable in the init netns), so the
+    # real run must report it as a failure, not as a skip check mode never predicted.
     proc = init_ns(tmp_path, write_errors={"net.core.rmem_max": code})
     entries = by_key(run_real({"net.core.rmem_max": 67108864, "net.ipv4.tcp_mtu_probing": 1}, proc))
     rmem = entries["net.core.rmem_max"]
-    assert rmem.status == sf.SKIPPED
-    assert errno.errorcode[code] in rmem.reason
-    assert not rmem.drifted and rmem.after == "4194304"
+    assert rmem.status == sf.FAILED
+    assert "[%s]" % errno.errorcode[code] in rmem.reason and "refused the value 67108864" in rmem.reason
+    assert rmem.after == "4194304"
     assert entries["net.ipv4.tcp_mtu_probing"].status == sf.APPLIED
     assert proc.live("net.core.rmem_max") == "4194304"
-    strict = by_key(run_real({"net.core.rmem_max": 67108864}, init_ns(tmp_path / "s", write_errors={
-        "net.core.rmem_max": code}), strict=True))
-    assert strict["net.core.rmem_max"].status == sf.FAILED
+    content = sf.render_file(entries.values())
+    assert "net.core.rmem_max" not in sf.parse_file(content)
+    assert "# refused here: net.core.rmem_max = 67108864 (" in content
+    assert sf.parse_file(content) == {"net.ipv4.tcp_mtu_probing": "1"}
 
 
 def test_read_only_key_in_netns_is_skipped_even_when_it_already_matches(tmp_path):
@@ -312,22 +369,27 @@ def test_read_only_key_in_netns_is_skipped_even_when_it_already_matches(tmp_path
     assert "already matches" in entries["net.core.rmem_max"].reason
 
 
-def test_unexpected_probe_error_fails(tmp_path):
+def test_plan_never_writes_even_when_writes_would_fail(tmp_path):
     proc = init_ns(tmp_path, write_errors={"net.ipv4.tcp_mtu_probing": errno.EIO})
     entry = plan({"net.ipv4.tcp_mtu_probing": 1}, proc)[0]
-    assert entry.status == sf.FAILED
-    assert "EIO" in entry.reason
+    assert entry.status == sf.APPLIED and proc.writes == []
+    sf.apply_entries([entry], proc)
+    assert entry.status == sf.FAILED and "[EIO]" in entry.reason
 
 
-def test_value_refused_at_apply_time_is_skipped(tmp_path):
-    # The write-back probe passes, the wanted value is refused (EINVAL): skipped at apply time.
+def test_value_refused_at_apply_time_fails(tmp_path):
+    # Was: "skipped" at apply time after check mode had predicted "applied", and remediate.yml
+    # then reported drift forever. A refusal of the wanted value is a failure.
     proc = init_ns(tmp_path, value_errors={"net.ipv4.tcp_rmem": ("1 2 3", errno.EINVAL)})
     entries = plan({"net.ipv4.tcp_rmem": "1 2 3"}, proc)
     assert entries[0].status == sf.APPLIED
     sf.apply_entries(entries, proc)
-    assert entries[0].status == sf.SKIPPED and "EINVAL" in entries[0].reason
+    assert entries[0].status == sf.FAILED and "[EINVAL]" in entries[0].reason
     assert entries[0].after == entries[0].before
-    assert "# skipped here: net.ipv4.tcp_rmem = 1 2 3" in sf.render_file(entries)
+    assert sf.summarize(entries)["skipped_keys"] == []
+    content = sf.render_file(entries)
+    assert "net.ipv4.tcp_rmem" not in sf.parse_file(content)
+    assert "# refused here: net.ipv4.tcp_rmem = 1 2 3" in content
 
 
 def test_unexpected_write_error_fails(tmp_path):
@@ -344,11 +406,11 @@ def test_read_back_mismatch_fails(tmp_path):
     assert sf.summarize(entries)["failed_keys"] == ["net.ipv4.tcp_rmem"]
 
 
-def test_partial_write_read_back_mismatch_fails(tmp_path):
-    # The kernel accepts "4096 131072" for tcp_rmem and keeps the third field: read back differs.
-    proc = init_ns(tmp_path, clamp={"net.ipv4.tcp_rmem": "4096\t131072\t33554432"})
-    entries = run_real({"net.ipv4.tcp_rmem": "4096 131072"}, proc)
-    assert entries[0].status == sf.FAILED
+def test_partial_value_of_a_vector_key_is_refused_before_writing(tmp_path):
+    # The kernel would take "4096 131072" for tcp_rmem and keep the third field; the module
+    # refuses it up front instead of discovering the mismatch after writing.
+    with pytest.raises(sf.SysctlInputError, match="takes 3 integers"):
+        sf.parse_settings({"net.ipv4.tcp_rmem": "4096 131072"})
 
 
 # --- congestion control prediction -----------------------------------------------------------
@@ -376,9 +438,13 @@ def test_cc_allowed_in_netns_is_applied(tmp_path):
     assert entries[0].status == sf.APPLIED
 
 
-def test_cc_unavailable_is_skipped_unless_a_module_exists(tmp_path):
-    entry = plan({"net.ipv4.tcp_congestion_control": "htcp"}, init_ns(tmp_path / "a"))[0]
-    assert entry.status == sf.SKIPPED and "not available" in entry.reason
+@pytest.mark.parametrize("maker", ["init_ns", "netns"])
+def test_cc_unknown_algorithm_fails_unless_a_module_exists(tmp_path, maker):
+    make = init_ns if maker == "init_ns" else netns
+    proc = make(tmp_path / "a")
+    entry = plan({"net.ipv4.tcp_congestion_control": "turbo"}, proc)[0]
+    assert entry.status == sf.FAILED and "not available" in entry.reason
+    assert "reno bbr cubic" in entry.reason and proc.writes == []
     with_module = init_ns(tmp_path / "b", modules=("htcp",))
     entry = plan({"net.ipv4.tcp_congestion_control": "htcp"}, with_module)[0]
     assert entry.status == sf.APPLIED
@@ -390,8 +456,117 @@ def test_cc_unavailable_is_skipped_unless_a_module_exists(tmp_path):
 def test_cc_unknown_netns_lets_the_kernel_decide(tmp_path):
     proc = netns(tmp_path)
     proc._init_netns = None  # could not tell: no allowed-list prediction
-    entry = plan({"net.ipv4.tcp_congestion_control": "cubic"}, proc)[0]
-    assert entry.status == sf.APPLIED
+    entries = plan({"net.ipv4.tcp_congestion_control": "cubic"}, proc)
+    assert entries[0].status == sf.APPLIED
+    sf.apply_entries(entries, proc)
+    assert entries[0].status == sf.FAILED and "[EPERM]" in entries[0].reason
+
+
+# --- validation before planning --------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("net.core.rmem_max", "abc", "takes 1 integer in 0..2147483647"),
+    ("net.ipv4.tcp_notsent_lowat", "abc", "takes 1 integer in 0..4294967295"),
+    ("net.ipv4.tcp_notsent_lowat", 4294967296, "out of range"),
+    ("net.ipv4.tcp_mtu_probing", 256, "out of range: it takes 1 integer in 0..255"),
+    ("net.ipv4.tcp_slow_start_after_idle", -1, "out of range"),
+    ("net.ipv4.tcp_rmem", [0, 131072, 67108864], "out of range: it takes 3 integers in 1.."),
+    ("net.ipv4.tcp_wmem", "4096 16384 67108864 1", "takes 3 integers"),
+    ("net.ipv4.tcp_fastopen", "", "takes 1 integer"),
+    ("net.ipv4.tcp_base_mss", 1.0e10, "out of range"),
+])
+def test_known_integer_keys_are_validated_without_io(key, value, fragment):
+    with pytest.raises(sf.SysctlInputError) as err:
+        sf.parse_settings({"net.ipv4.tcp_mtu_probing": 1, key: value})
+    assert key in str(err.value) and fragment in str(err.value)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("net.ipv4.tcp_notsent_lowat", 4294967295), ("net.ipv4.tcp_fastopen", -1),
+    ("net.ipv4.tcp_rmem", "1 1 2147483647"), ("net.ipv4.tcp_mtu_probing", 255),
+])
+def test_known_integer_keys_accept_what_the_kernel_accepts(tmp_path, key, value):
+    # Boundaries measured on 6.18; the fake kernel (KERNEL_RANGES) accepts them too.
+    entries = run_real({key: value}, init_ns(tmp_path, extra={"net.ipv4.tcp_notsent_lowat": "16384"}))
+    assert entries[0].status == sf.APPLIED, entries[0].reason
+
+
+@pytest.mark.parametrize("maker", ["init_ns", "netns"])
+def test_other_integer_keys_are_validated_from_their_live_value(tmp_path, maker):
+    make = init_ns if maker == "init_ns" else netns
+    proc = make(tmp_path, extra={"net.ipv4.tcp_fin_timeout": "60", "net.ipv4.ip_local_port_range": "32768\t60999"})
+    entries = by_key(plan({"net.ipv4.tcp_fin_timeout": "abc",
+                           "net.ipv4.ip_local_port_range": "1024",
+                           "net.ipv4.tcp_mtu_probing": 1}, proc))
+    assert entries["net.ipv4.tcp_fin_timeout"].status == sf.FAILED
+    assert "takes 1 integer (its live value is '60')" in entries["net.ipv4.tcp_fin_timeout"].reason
+    assert entries["net.ipv4.ip_local_port_range"].status == sf.FAILED
+    assert "takes 2 integers" in entries["net.ipv4.ip_local_port_range"].reason
+    assert proc.writes == []
+    ok = by_key(plan({"net.ipv4.tcp_fin_timeout": 30, "net.ipv4.ip_local_port_range": [1024, 65000]}, proc))
+    assert [e.status for e in ok.values()] == [sf.APPLIED, sf.APPLIED]
+
+
+def test_text_keys_are_not_validated_as_integers(tmp_path):
+    proc = init_ns(tmp_path, extra={"kernel.hostname": "12345"})
+    assert plan({"kernel.hostname": "gpu-a"}, proc)[0].status == sf.APPLIED
+
+
+@pytest.mark.parametrize("maker", ["init_ns", "netns"])
+def test_misspelt_key_fails_in_every_namespace(tmp_path, maker):
+    make = init_ns if maker == "init_ns" else netns
+    proc = make(tmp_path)
+    entry = plan({"net.ipv4.tcp_rmen": "4096 131072 67108864"}, proc)[0]
+    assert entry.status == sf.FAILED
+    assert "/proc/sys/net/ipv4/tcp_rmen does not exist" in entry.reason and "misspelt" in entry.reason
+
+
+def test_missing_global_key_is_skipped_only_outside_the_init_netns(tmp_path):
+    entry = plan({"net.core.default_qdisc": "fq"}, netns(tmp_path / "n"))[0]
+    assert entry.status == sf.SKIPPED and "global sysctl" in entry.reason
+    proc = init_ns(tmp_path / "i")
+    os.unlink(proc.path("net.core.default_qdisc"))
+    entry = plan({"net.core.default_qdisc": "fq"}, proc)[0]
+    assert entry.status == sf.FAILED and "does not exist" in entry.reason
+
+
+def test_global_key_writable_by_mode_in_a_netns_is_skipped_without_writing(tmp_path):
+    # A privileged container: net.core.rmem_max is 0644 but the kernel answers EINVAL.
+    proc = netns(tmp_path, read_only=[])
+    entries = plan({"net.core.rmem_max": 67108864}, proc)
+    assert entries[0].status == sf.SKIPPED and "global sysctl" in entries[0].reason
+    assert proc.writes == []
+
+
+def test_read_only_key_fails_in_init_netns_and_is_skipped_in_a_netns(tmp_path):
+    settings = {"net.ipv4.tcp_available_congestion_control": "reno"}
+    entry = plan(settings, init_ns(tmp_path / "i", read_only=[sf.CC_AVAILABLE_KEY]))[0]
+    assert entry.status == sf.FAILED and "read-only (mode 0444)" in entry.reason
+    entry = plan(settings, netns(tmp_path / "n"))[0]
+    assert entry.status == sf.SKIPPED and "mode 0444" in entry.reason
+
+
+def test_read_only_mount_is_skipped(tmp_path):
+    proc = init_ns(tmp_path, no_access=["net.ipv4.tcp_mtu_probing"])
+    entry = plan({"net.ipv4.tcp_mtu_probing": 1}, proc)[0]
+    assert entry.status == sf.SKIPPED and "[EACCES]" in entry.reason
+
+
+def fixture_lines(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return [line.split() for line in handle.read().splitlines() if line and not line.startswith("#")]
+
+
+def test_global_key_list_matches_the_kernel():
+    """Every key a 6.18 netns lacks is global; of the net.core keys a netns has, exactly the
+    read-only (0444) ones are global."""
+    hidden = [fields[0] for fields in fixture_lines("netns_hidden_keys_6.18.txt")]
+    assert len(hidden) > 50
+    assert [key for key in hidden if not sf.is_global_key(key)] == []
+    for mode, key in fixture_lines("netns_core_modes_6.18.txt"):
+        assert sf.is_global_key(key) == (mode == "444"), key
+    assert not sf.is_global_key("net.ipv4.tcp_rmem")
+    assert not sf.is_global_key("net.ipv4.route.min_pmtu")
 
 
 # --- apply_live=false ------------------------------------------------------------------------

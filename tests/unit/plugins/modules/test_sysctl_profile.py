@@ -38,12 +38,11 @@ class FakeProc(sf.ProcSys):
             with open(path, "w") as handle:
                 handle.write(value + "\n")
         self.read_only = set(snap["read_only"])
+        for key in self.read_only:
+            os.chmod(self.path(key), 0o444)
         self.clamp = dict(clamp or {})
         self.write_errors = dict(write_errors or {})
         self.writes = []
-
-    def writable(self, key):
-        return key not in self.read_only and super(FakeProc, self).writable(key)
 
     def write(self, key, text):
         self.writes.append((key, text))
@@ -51,6 +50,9 @@ class FakeProc(sf.ProcSys):
             raise OSError(errno.EACCES, "Permission denied")
         if key in self.write_errors:
             raise OSError(self.write_errors[key], os.strerror(self.write_errors[key]))
+        live = self.read(key).split()
+        if live and all(f.isdigit() for f in live) and not all(f.isdigit() for f in text.split()):
+            raise OSError(errno.EINVAL, "Invalid argument")  # what the kernel says to "abc"
         if key == sf.CC_KEY and not self.is_init_netns() and \
                 text.strip() not in self.read(sf.CC_ALLOWED_KEY).split():
             raise OSError(errno.EPERM, "Operation not permitted")
@@ -147,7 +149,7 @@ def test_check_mode_predicts_the_real_run(tmp_path, module_calls):
                            check=True, diff=True)
     assert not os.path.exists(check_path)
     assert check_proc.live("net.ipv4.tcp_rmem") == "4096 131072 33554432"
-    assert all(text == snapshot("netns_6.18.json")["values"][key] for key, text in check_proc.writes)
+    assert check_proc.writes == []  # check mode writes nothing, not even current values back
     done = run_module({"path": real_path, "settings": settings}, real_proc, diff=True)
     for name in ("changed", "file_changed", "file_drifted", "keys", "applied", "unchanged",
                  "skipped_keys", "failed_keys", "drifted"):
@@ -217,12 +219,46 @@ def test_read_back_mismatch_fails_the_module(tmp_path, module_calls):
     assert result["changed"]
 
 
-def test_unexpected_error_fails_naming_the_key(tmp_path, module_calls):
-    proc = init_ns(tmp_path, write_errors={"net.ipv4.tcp_mtu_probing": errno.EIO})
-    result = run_module({"path": str(tmp_path / "p.conf"),
-                         "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc, expect=AnsibleFailJson)
-    assert "net.ipv4.tcp_mtu_probing" in result["msg"] and "EIO" in result["msg"]
-    assert not os.path.exists(str(tmp_path / "p.conf"))
+@pytest.mark.parametrize("code", [errno.EIO, errno.EINVAL, errno.EPERM])
+def test_value_refused_on_write_fails_and_is_kept_out_of_the_file(tmp_path, module_calls, code):
+    path = str(tmp_path / "p.conf")
+    proc = init_ns(tmp_path, write_errors={"net.ipv4.tcp_mtu_probing": code})
+    result = run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1,
+                                                    "net.ipv4.tcp_slow_start_after_idle": 0}},
+                        proc, expect=AnsibleFailJson)
+    assert "net.ipv4.tcp_mtu_probing failed" in result["msg"]
+    assert "[%s]" % errno.errorcode[code] in result["msg"]
+    assert result["failed_keys"] == ["net.ipv4.tcp_mtu_probing"] and result["skipped_keys"] == []
+    assert module_calls == []  # a refusal is not a warning-and-skip
+    assert proc.live("net.ipv4.tcp_mtu_probing") == "0"
+    with open(path) as handle:
+        content = handle.read()
+    assert sf.parse_file(content) == {"net.ipv4.tcp_slow_start_after_idle": "0"}
+    assert "# refused here: net.ipv4.tcp_mtu_probing = 1 (" in content
+
+
+@pytest.mark.parametrize("apply_live", [True, False])
+@pytest.mark.parametrize("settings, fragments", [
+    ({"net.core.rmem_max": "abc"}, ["net.core.rmem_max", "'abc'", "0..2147483647"]),
+    ({"net.ipv4.tcp_notsent_lowat": "abc"}, ["net.ipv4.tcp_notsent_lowat", "0..4294967295"]),
+    ({"net.ipv4.tcp_rmen": "4096 131072 67108864"}, ["tcp_rmen does not exist", "misspelt"]),
+    ({"net.ipv4.tcp_congestion_control": "turbo"}, ["congestion control turbo is not available"]),
+    ({"net.ipv4.tcp_fin_timeout": "abc"}, ["net.ipv4.tcp_fin_timeout", "takes 1 integer"]),
+])
+def test_bad_values_fail_before_anything_is_written(tmp_path, module_calls, settings, fragments, apply_live):
+    path = str(tmp_path / "p.conf")
+    for maker in (init_ns, netns):
+        proc = maker(tmp_path / maker.__name__)
+        for check in (True, False):
+            args = {"path": path, "apply_live": apply_live,
+                    "settings": dict(settings, **{"net.ipv4.tcp_slow_start_after_idle": 0})}
+            result = run_module(args, proc, check=check, expect=AnsibleFailJson)
+            for fragment in fragments:
+                assert fragment in result["msg"], (maker.__name__, result["msg"])
+            assert not result["changed"]
+            assert proc.writes == [] and not os.path.exists(path)
+            assert proc.live("net.ipv4.tcp_slow_start_after_idle") == "1"
+    assert module_calls == []
 
 
 def test_apply_live_false_only_writes_the_file(tmp_path, module_calls):
