@@ -5,20 +5,16 @@
 
 """Pure logic behind the kernel_capability module.
 
-Everything here works on values that were already read (file contents, command
-results, errno values); the module does the I/O. That keeps the parsers and the
-requirement -> message logic unit-testable on fixtures.
+Everything here works on values that were already read (file contents, file modes,
+command results, errno values); the module does the I/O. That keeps the parsers and the
+requirement -> message logic unit-testable on fixtures. Touches nothing.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
-import os
 import re
-
-from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import errno_name
 
 
 SYSCTL_ROOT = '/proc/sys'
@@ -288,27 +284,38 @@ def bbr_facts(available, proc_modules=None, builtin=None, dep=None):
     return facts, '; '.join(notes)
 
 
-# --------------------------------------------------------------------------- sysctl write-back
+# --------------------------------------------------------------------------- sysctl writability
 
-def classify_sysctl_writeback(key, exists, err=None, value=None):
-    """Result of writing a global sysctl's current value back to itself."""
+def classify_sysctl_writability(key, exists, mode=None, access=True, read_only_mount=False,
+                                init_netns=None):
+    """Whether a global sysctl can be written here, judged without writing to it.
+
+    exists: the /proc/sys path exists. mode: its permission bits. access: os.access(W_OK).
+    read_only_mount: /proc/sys is mounted read-only. init_netns: netns.detect_init_netns verdict.
+    A global key can only be set from the initial network namespace: elsewhere it is missing,
+    read-only (0444) or refuses writes with EINVAL even when its mode says 0644.
+    """
     path = sysctl_path(key)
     if not exists:
         return {'exists': False, 'writable': False,
                 'reason': '%s missing (global key: only the init netns has it)' % path}
-    if err is None:
-        return {'exists': True, 'writable': True,
-                'reason': 'wrote the current value %r back to %s' % (value, path)}
-    name = errno_name(err)
-    if err == errno.EROFS:
-        why = '/proc/sys is mounted read-only'
-    elif err == errno.EINVAL:
-        why = 'refused: global key written from a non-init netns'
-    elif err in (errno.EACCES, errno.EPERM):
-        why = 'read-only here (non-init netns or no CAP_NET_ADMIN/root)'
+    mode_text = 'mode %04o' % mode if mode is not None else 'mode unknown'
+    if read_only_mount:
+        why = 'EROFS: /proc/sys is mounted read-only'
+    elif mode is not None and not mode & 0o222:
+        why = '%s: read-only here (non-init netns)' % mode_text
+    elif not access:
+        why = 'EACCES: %s but no write access for this user (not root?)' % mode_text
+    elif init_netns is False:
+        why = ('EINVAL expected: global key and this is not the init netns (writes from a '
+               'non-init netns are refused)')
+    elif init_netns is None:
+        why = ('%s and writable by this user, but the network namespace is undecided and '
+               'a non-init netns refuses writes to global keys' % mode_text)
     else:
-        why = 'write failed'
-    return {'exists': True, 'writable': False, 'reason': '%s on write to %s: %s' % (name, path, why)}
+        return {'exists': True, 'writable': True,
+                'reason': '%s, writable by this user, init netns (judged without writing)' % mode_text}
+    return {'exists': True, 'writable': False, 'reason': '%s: %s' % (path, why)}
 
 
 # --------------------------------------------------------------------------- requirements

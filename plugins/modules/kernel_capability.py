@@ -19,13 +19,28 @@ description:
     queueing disciplines, global C(net.core) sysctls, WireGuard, nftables and TUN - and whether the
     target runs in the initial network namespace or in a container.
   - Returns the facts as RV(kernel) and as the fact C(trainnet_kernel).
-  - Read-only, C(changed) is always C(false). Runs the same way in check mode.
-  - Two kinds of checks act on the kernel without changing its state. Writability of the global
-    sysctls in RV(kernel.global_sysctl) is proven by writing each key's B(current) value back to
-    itself. With O(probe=true), qdiscs, WireGuard and nftables support are probed by commands run
-    with C(unshare --net) in a throwaway anonymous network namespace that vanishes when the
-    command exits; the host's interfaces, qdiscs and rule sets are never touched. Like any
-    C(tc qdisc add), a probe may make the kernel autoload a module (for example C(sch_fq)).
+  - C(changed) is always C(false). It never writes a file, in check mode or not; in particular
+    it never writes to C(/proc/sys).
+  - 'What it reads: C(/proc/sys/net/ipv4/tcp_available_congestion_control),
+    C(tcp_allowed_congestion_control), C(tcp_congestion_control) and C(tcp_fastopen); the content,
+    mode and write access (C(access(2))) of the global C(net.core) keys listed in
+    RV(kernel.global_sysctl); the mount flags of C(/proc/sys) (C(statvfs)); C(/proc/modules) and
+    C(modules.builtin)/C(modules.dep) of the running kernel; C(/run/.containerenv), C(/.dockerenv),
+    C(/proc/1/environ) and C(/proc/1/cgroup); C(/sys/class/net/*/mtu) and C(operstate); the inode of
+    C(/proc/self/ns/net). It opens C(/dev/net/tun) read-write and closes it at once (no device is
+    created) and reads C(SO_NETNS_COOKIE) of one unconnected socket.'
+  - Writability of a global sysctl is judged without writing - the key exists, its mode has a
+    write bit, this user has write access, C(/proc/sys) is not mounted read-only, and the target
+    runs in the initial network namespace (a non-init namespace cannot set global keys).
+  - 'With O(probe=true) (also in check mode) it runs, each time-bounded and with C(LANG=C), inside
+    C(unshare --net) - a new, empty, anonymous network namespace that is destroyed when the command
+    exits, so the host''s interfaces, qdiscs and rule sets are never touched:
+    C(tc qdisc add dev lo root KIND) for each qdisc kind, C(ip link add wgprobe type wireguard) and
+    C(nft add table inet trainnet_probe). These requests reach the kernel like any other, so on a
+    kernel with loadable modules they can make it B(autoload a module) (C(request_module): for
+    example C(sch_fq), C(sch_netem), C(wireguard), C(nf_tables)), which stays loaded afterwards and
+    shows in C(/proc/modules). Use O(probe=false) to avoid that; nothing else in the module can load
+    a module.'
   - Whether the target runs in the initial network namespace is decided from the inode of
     C(/proc/self/ns/net) (C(0xEFFFFFF9), fixed for the initial namespace since Linux 6.18), from
     C(SO_NETNS_COOKIE) on Linux 5.14 to 6.17 (the initial namespace has cookie 1 there), and
@@ -79,8 +94,10 @@ options:
   probe:
     description:
       - Run the throwaway-netns probes (qdiscs, WireGuard in the kernel, nftables in the kernel).
-      - When V(false), RV(kernel.qdiscs) kinds are V(null), RV(kernel.wireguard.kernel) and
-        RV(kernel.nftables.kernel) are V(false), and their evidence is C(not probed).
+        They may make the kernel autoload modules (see the description).
+      - When V(false), no command is run and no module can be loaded; RV(kernel.qdiscs) kinds are
+        V(null), RV(kernel.wireguard.kernel) and RV(kernel.nftables.kernel) are V(false), and their
+        evidence is C(not probed).
     type: bool
     default: true
 extends_documentation_fragment:
@@ -93,12 +110,10 @@ attributes:
   platform:
     platforms: linux
 notes:
-  - Needs root for the probes and for the write-back test of the global sysctls; without root
-    they report the failure as evidence instead.
-  - Uses C(unshare) (util-linux), C(tc) and C(ip) (iproute2) and C(nft) when present.
-  - The write-back of a global sysctl rewrites the value read a moment earlier; a change made by
-    something else in between those two system calls would be undone, so do not run this module
-    concurrently with a task that sets the same C(net.core) keys.
+  - Needs root for the probes (C(unshare --net)) and to see the global sysctls as writable;
+    without root they report the failure as evidence instead.
+  - Uses C(unshare) (util-linux), C(tc) and C(ip) (iproute2) and C(nft) when present; each probe
+    command is stopped after 10 seconds and then counts as inconclusive.
 seealso:
   - name: Kernel documentation of the IP sysctls
     description: tcp_allowed_congestion_control, tcp_fastopen and friends.
@@ -301,14 +316,15 @@ kernel:
       description:
         - Global C(net.core) keys (C(rmem_max), C(wmem_max), C(rmem_default), C(wmem_default),
           C(default_qdisc), C(netdev_max_backlog)), each with C(exists), C(writable) and C(reason).
-        - Writability is proven by writing the current value back (no state change).
+        - Writability is judged without writing (mode, write access, read-only mount, initial
+          network namespace).
       type: dict
       returned: always
       sample:
         net.core.rmem_max:
           exists: true
           writable: false
-          reason: "EACCES on write to /proc/sys/net/core/rmem_max: read-only here (non-init netns or no CAP_NET_ADMIN/root)"
+          reason: "/proc/sys/net/core/rmem_max: mode 0444: read-only here (non-init netns)"
         net.core.netdev_max_backlog:
           exists: false
           writable: false
@@ -419,6 +435,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.command import run_bounded
 from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import errno_name
 from ansible_collections.longhaul.trainnet.plugins.module_utils.netns import decide_init_netns, parse_kernel_version, read_netns_cookie
 from ansible_collections.longhaul.trainnet.plugins.module_utils.probe_result import (
@@ -438,7 +455,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capabilit
     REQUIREMENTS,
     TFO_PATH,
     bbr_facts,
-    classify_sysctl_writeback,
+    classify_sysctl_writability,
     congestion_facts,
     detect_container,
     evaluate_requirements,
@@ -452,7 +469,8 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capabilit
     to_text_value,
 )
 
-C_ENV = {'LANG': 'C', 'LC_ALL': 'C'}
+# Seconds one probe command may take (tc/ip/nft normally answer in milliseconds).
+PROBE_LIMIT = 10
 
 
 class HostIO(object):
@@ -491,21 +509,15 @@ class HostIO(object):
             return None
 
     def writable(self, path):
+        """access(2) W_OK: a permission check, nothing is written."""
         return os.access(path, os.W_OK)
 
-    def write_back(self, path, data):
-        """Write data to path with a single write(2); None or the errno."""
+    def read_only_mount(self, path):
+        """True when the file system holding path is mounted read-only (statvfs ST_RDONLY)."""
         try:
-            fd = os.open(path, os.O_WRONLY)
-        except OSError as exc:
-            return exc.errno
-        try:
-            os.write(fd, data)
-        except OSError as exc:
-            return exc.errno
-        finally:
-            os.close(fd)
-        return None
+            return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        except OSError:
+            return False
 
     def open_rdwr(self, path):
         """None when path opens read-write, else the errno."""
@@ -526,22 +538,25 @@ def _text(io, path):
     return to_text_value(data) if data is not None else None
 
 
-def gather_global_sysctl(io):
+def gather_global_sysctl(io, init_netns):
+    """Writability of the global keys, judged without writing (see classify_sysctl_writability)."""
     result = {}
     for key in GLOBAL_SYSCTL_KEYS:
         path = sysctl_path(key)
         if not io.exists(path):
-            result[key] = classify_sysctl_writeback(key, False)
+            result[key] = classify_sysctl_writability(key, False)
             continue
-        data, err = io.read(path)
-        if data is None:
-            result[key] = {'exists': True, 'writable': False,
-                           'reason': '%s on read of %s' % (errno_name(err), path)}
-            continue
-        value = data.strip()
-        err = io.write_back(path, value + b'\n')
-        result[key] = classify_sysctl_writeback(key, True, err, to_text_value(value))
+        result[key] = classify_sysctl_writability(
+            key, True, mode=io.stat_mode(path), access=io.writable(path),
+            read_only_mount=io.read_only_mount(path), init_netns=init_netns)
     return result
+
+
+def key_writable(io, path):
+    """A per-namespace key is writable when it has a write bit, access and a writable mount."""
+    mode = io.stat_mode(path)
+    return (mode is not None and bool(mode & 0o222) and io.writable(path)
+            and not io.read_only_mount(path))
 
 
 def gather_interfaces(io):
@@ -566,7 +581,11 @@ def gather_tun(io):
 
 
 class Prober(object):
-    """Runs commands inside `unshare --net`: a throwaway anonymous network namespace."""
+    """Runs commands inside `unshare --net`: a throwaway anonymous network namespace.
+
+    Each command runs with LANG=C (its stderr is classified) and is stopped after PROBE_LIMIT
+    seconds (rc 124, inconclusive).
+    """
 
     def __init__(self, module):
         self.module = module
@@ -575,8 +594,11 @@ class Prober(object):
     def run(self, argv):
         if not self.unshare:
             return None
-        rc, out, err = self.module.run_command([self.unshare, '--net', '--'] + argv, environ_update=C_ENV)
-        return rc, out, err
+        result = run_bounded([self.unshare, '--net', '--'] + argv, PROBE_LIMIT)
+        err = result.err
+        if result.timed_out:
+            err = 'probe timed out after %d s (inconclusive)\n%s' % (PROBE_LIMIT, err)
+        return result.rc, result.out, err
 
 
 def probe_qdiscs(prober, tc_path, evidence):
@@ -660,10 +682,10 @@ def gather(module, io, probe, wanted_cc):
 
     tfo_value = parse_int(_text(io, TFO_PATH))
     tfo = tfo_facts(tfo_value)
-    tfo_writable = tfo_value is not None and io.writable(TFO_PATH)
+    tfo_writable = tfo_value is not None and key_writable(io, TFO_PATH)
     evidence['tfo'] = '%s = %s (%s)' % (TFO_PATH, tfo_value, 'writable' if tfo_writable else 'not writable')
 
-    global_sysctl = gather_global_sysctl(io)
+    global_sysctl = gather_global_sysctl(io, init_netns)
 
     tun, evidence['tun'] = gather_tun(io)
 

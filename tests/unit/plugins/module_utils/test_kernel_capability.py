@@ -268,30 +268,31 @@ def test_bbr_absent():
     assert 'no bbr' in evidence
 
 
-# --------------------------------------------------------------------------- sysctl write-back
+# --------------------------------------------------------------------------- sysctl writability
 
-def test_writeback_ok():
-    result = kp.classify_sysctl_writeback('net.core.rmem_max', True, None, '4194304')
+def test_writability_in_init_netns():
+    result = kp.classify_sysctl_writability('net.core.rmem_max', True, 0o644, True, False, True)
     assert result['exists'] is True and result['writable'] is True
-    assert "'4194304'" in result['reason']
+    assert 'mode 0644' in result['reason'] and 'without writing' in result['reason']
 
 
-def test_writeback_missing():
-    result = kp.classify_sysctl_writeback('net.core.netdev_max_backlog', False)
+def test_writability_missing():
+    result = kp.classify_sysctl_writability('net.core.netdev_max_backlog', False)
     assert result == {'exists': False, 'writable': False,
                       'reason': '/proc/sys/net/core/netdev_max_backlog missing (global key: only the init netns has it)'}
 
 
-@pytest.mark.parametrize('err, text', [
-    (errno.EROFS, 'EROFS on write to /proc/sys/net/core/rmem_max: /proc/sys is mounted read-only'),
-    (errno.EINVAL, 'EINVAL on write to /proc/sys/net/core/rmem_max: refused: global key written from a non-init netns'),
-    (errno.EACCES, 'EACCES on write to /proc/sys/net/core/rmem_max: read-only here'),
-    (errno.EIO, 'EIO on write to /proc/sys/net/core/rmem_max: write failed'),
+@pytest.mark.parametrize('kwargs, text', [
+    (dict(read_only_mount=True, init_netns=True), 'EROFS: /proc/sys is mounted read-only'),
+    (dict(mode=0o444, init_netns=False), 'mode 0444: read-only here (non-init netns)'),
+    (dict(mode=0o644, access=False, init_netns=True), 'EACCES: mode 0644 but no write access'),
+    (dict(mode=0o644, init_netns=False), 'EINVAL expected: global key and this is not the init netns'),
+    (dict(mode=0o644, init_netns=None), 'mode 0644 and writable by this user, but the network namespace is undecided'),
 ])
-def test_writeback_errors(err, text):
-    result = kp.classify_sysctl_writeback('net.core.rmem_max', True, err, '1')
+def test_writability_refusals(kwargs, text):
+    result = kp.classify_sysctl_writability('net.core.rmem_max', True, **kwargs)
     assert result['exists'] is True and result['writable'] is False
-    assert result['reason'].startswith(text)
+    assert result['reason'].startswith('/proc/sys/net/core/rmem_max: ' + text)
 
 
 # --------------------------------------------------------------------------- probes
@@ -342,7 +343,7 @@ def host_facts(**overrides):
         'tfo': kp.tfo_facts(1),
         'qdiscs': {'probed': True, 'fq': False, 'fq_codel': False, 'netem': False, 'cake': False,
                    'tbf': True, 'htb': True, 'pfifo_fast': True},
-        'global_sysctl': dict((key, kp.classify_sysctl_writeback(key, True, None, '1')) for key in kp.GLOBAL_SYSCTL_KEYS),
+        'global_sysctl': dict((key, kp.classify_sysctl_writability(key, True, 0o644, True, False, True)) for key in kp.GLOBAL_SYSCTL_KEYS),
         'global_sysctl_writable': True,
         'interfaces': {'lo': {'mtu': 65536, 'operstate': 'unknown'}},
         'wireguard': {'kernel': False, 'go': True, 'go_path': '/usr/bin/wireguard-go', 'tools': True},
@@ -370,8 +371,8 @@ def netns_facts(allowed=('reno', 'bbr')):
         init_netns_evidence='netns inode 4026532177 != NET_NS_INIT_INO 0xEFFFFFF9',
         congestion_control=kp.congestion_facts(['reno', 'bbr', 'cubic'], list(allowed), 'bbr', False),
         global_sysctl={
-            'net.core.rmem_max': kp.classify_sysctl_writeback('net.core.rmem_max', True, errno.EACCES, '1'),
-            'net.core.default_qdisc': kp.classify_sysctl_writeback('net.core.default_qdisc', False),
+            'net.core.rmem_max': kp.classify_sysctl_writability('net.core.rmem_max', True, 0o444, True, False, False),
+            'net.core.default_qdisc': kp.classify_sysctl_writability('net.core.default_qdisc', False),
         },
         global_sysctl_writable=False,
     )
@@ -433,13 +434,13 @@ def test_global_sysctl_in_netns():
     missing = kp.evaluate_requirements(netns_facts(), ['global_sysctl'], {})
     detail = missing[0][2]
     assert 'net.core.default_qdisc: /proc/sys/net/core/default_qdisc missing' in detail
-    assert 'net.core.rmem_max: EACCES on write' in detail
+    assert 'net.core.rmem_max: /proc/sys/net/core/rmem_max: mode 0444: read-only here' in detail
     assert 'set these keys in the init netns' in detail
 
 
 def test_global_sysctl_read_only_proc():
-    facts = host_facts(global_sysctl={'net.core.rmem_max': kp.classify_sysctl_writeback(
-        'net.core.rmem_max', True, errno.EROFS, '1')}, global_sysctl_writable=False)
+    facts = host_facts(global_sysctl={'net.core.rmem_max': kp.classify_sysctl_writability(
+        'net.core.rmem_max', True, 0o644, False, True, True)}, global_sysctl_writable=False)
     detail = kp.evaluate_requirements(facts, ['global_sysctl'], {})[0][2]
     assert 'EROFS' in detail and 'make /proc/sys writable' in detail
 

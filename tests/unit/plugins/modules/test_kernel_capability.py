@@ -7,12 +7,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import builtins
 import errno
+import os
 
 import pytest
 
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.command import CommandResult
 from ansible_collections.longhaul.trainnet.plugins.modules import kernel_capability
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
     fake_get_bin_path, mock, module_patches, patch_module_args, run_main,
@@ -37,7 +40,7 @@ class FakeIO(object):
     """In-memory stand-in for kernel_capability.HostIO."""
 
     def __init__(self, files, netns_ino=HOST_INO, cookie=3, write_errors=None, read_errors=None,
-                 modes=None, tun_errno=None, release='6.18.44-fc-v657', writable=True):
+                 modes=None, tun_errno=None, release='6.18.44-fc-v657', writable=True, ro_mount=False):
         self.files = dict((path, to_bytes(value)) for path, value in files.items())
         self.netns_ino = netns_ino
         self.cookie = cookie
@@ -47,6 +50,7 @@ class FakeIO(object):
         self.tun_errno = tun_errno
         self.kernel_release = release
         self.is_writable = writable
+        self.ro_mount = ro_mount
         self.writes = []
 
     def release(self):
@@ -78,7 +82,11 @@ class FakeIO(object):
     def writable(self, path):
         return self.is_writable and path in self.files
 
+    def read_only_mount(self, path):
+        return self.ro_mount and path.startswith('/proc/sys/')
+
     def write_back(self, path, data):
+        # The old HostIO interface: recorded so a test can prove the module no longer writes.
         self.writes.append((path, data))
         return self.write_errors.get(path)
 
@@ -119,39 +127,44 @@ def host_io(**kwargs):
     return FakeIO(base_files(), read_errors={'/proc/1/environ': errno.EACCES}, **kwargs)
 
 
-def netns_io(allowed='reno bbr'):
+def netns_io(allowed='reno bbr', core_mode=0o444):
     files = base_files(allowed=allowed, netns=True)
-    ro = dict((path, errno.EACCES) for path in files if path.startswith('/proc/sys/net/core/'))
-    return FakeIO(files, netns_ino=NETNS_INO, cookie=4148, write_errors=ro,
-                  modes={'/proc/sys/net/ipv4/tcp_allowed_congestion_control': 0o444})
+    modes = dict((path, core_mode) for path in files if path.startswith('/proc/sys/net/core/'))
+    modes['/proc/sys/net/ipv4/tcp_allowed_congestion_control'] = 0o444
+    return FakeIO(files, netns_ino=NETNS_INO, cookie=4148, modes=modes)
 
 
-def fake_run_command(calls, overrides=None):
-    """run_command answering like the 6.18 host: no fq/fq_codel/netem/cake, no wireguard, nft ok."""
+def fake_run_bounded(calls, overrides=None):
+    """run_bounded answering like the 6.18 host: no fq/fq_codel/netem/cake, no wireguard, nft ok."""
     answers = {'fq': UNKNOWN_QDISC, 'fq_codel': UNKNOWN_QDISC, 'netem': UNKNOWN_QDISC, 'cake': UNKNOWN_QDISC,
                'wireguard': (2, '', 'Error: Unknown device type.\n')}
     answers.update(overrides or {})
 
-    def run_command(self, args, **kwargs):  # pylint: disable=unused-argument
-        calls.append((list(args), kwargs))
-        assert args[:3] == ['/usr/bin/unshare', '--net', '--']
-        if args[3] == '/usr/sbin/tc':
-            key = args[9]
-        elif args[3] == '/usr/sbin/ip':
+    def run_bounded(argv, limit=None, **kwargs):
+        calls.append((list(argv), dict(kwargs, limit=limit)))
+        assert argv[:3] == ['/usr/bin/unshare', '--net', '--']
+        if argv[3] == '/usr/sbin/tc':
+            key = argv[9]
+        elif argv[3] == '/usr/sbin/ip':
             key = 'wireguard'
         else:
             key = 'nft'
-        return answers.get(key, (0, '', ''))
-    return run_command
+        answer = answers.get(key, (0, '', ''))
+        return answer if isinstance(answer, CommandResult) else CommandResult(*answer)
+    return run_bounded
+
+
+def refuse_run_command(self, *args, **kwargs):  # pylint: disable=unused-argument
+    raise AssertionError('kernel_capability must run commands through run_bounded')
 
 
 def run_module(args, io, calls=None, run_overrides=None, bin_paths=None):
     calls = [] if calls is None else calls
     paths = BIN_PATHS if bin_paths is None else bin_paths
     with patch_module_args(args):
-        with module_patches(get_bin_path=fake_get_bin_path(paths),
-                            run_command=fake_run_command(calls, run_overrides)):
-            with mock.patch.object(kernel_capability, 'HostIO', return_value=io):
+        with module_patches(get_bin_path=fake_get_bin_path(paths), run_command=refuse_run_command):
+            with mock.patch.object(kernel_capability, 'HostIO', return_value=io), \
+                    mock.patch.object(kernel_capability, 'run_bounded', fake_run_bounded(calls, run_overrides)):
                 return run_main(kernel_capability.main)
 
 
@@ -189,19 +202,46 @@ def test_host_facts_structure():
     assert facts['nftables'] == {'available': True, 'path': '/usr/sbin/nft', 'kernel': True}
     assert facts['tun'] is True
     assert facts['missing'] == []
-    # one unshare call per qdisc kind, one for wireguard, one for nftables, all with LANG=C
+    # one unshare call per qdisc kind, one for wireguard, one for nftables, each time-bounded
+    # (run_bounded sets LANG=C itself)
     assert len(calls) == len(kernel_capability.QDISC_KINDS) + 2
-    assert all(kw['environ_update'] == {'LANG': 'C', 'LC_ALL': 'C'} for _args, kw in calls)
+    assert all(kw['limit'] == kernel_capability.PROBE_LIMIT for _args, kw in calls)
     tbf = [args for args, _kw in calls if 'tbf' in args][0]
     assert tbf[4:] == ['qdisc', 'add', 'dev', 'lo', 'root', 'tbf', 'rate', '1mbit', 'burst', '32kbit', 'latency', '400ms']
 
 
-def test_writeback_uses_the_current_value():
+@pytest.mark.parametrize('check', [False, True])
+def test_never_writes_to_proc_sys(check):
+    # Was: the current value of each global key written back to it, also in check mode.
     io = host_io()
-    run_module({}, io)
-    assert ('/proc/sys/net/core/rmem_max', b'4194304\n') in io.writes
-    assert ('/proc/sys/net/core/default_qdisc', b'pfifo_fast\n') in io.writes
-    assert len(io.writes) == 6
+    facts = run_module({'_ansible_check_mode': check}, io)['kernel']
+    assert io.writes == []
+    assert facts['global_sysctl_writable'] is True
+    assert facts['global_sysctl']['net.core.rmem_max']['reason'].endswith('(judged without writing)')
+
+
+def test_real_hostio_opens_nothing_for_writing(monkeypatch):
+    """The real HostIO on this machine (probe=false): no open(2) of a /proc/sys path for writing."""
+    opened = []
+    real_os_open, real_open = os.open, builtins.open
+
+    def os_open(path, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR) and str(path).startswith('/proc/sys'):
+            opened.append(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def py_open(path, mode='r', *args, **kwargs):
+        if any(c in mode for c in 'wa+') and str(path).startswith('/proc/sys'):
+            opened.append(path)
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, 'open', os_open)
+    monkeypatch.setattr(builtins, 'open', py_open)
+    with patch_module_args({'probe': False, '_ansible_check_mode': True}):
+        with module_patches(get_bin_path=fake_get_bin_path(BIN_PATHS), run_command=refuse_run_command):
+            result = run_main(kernel_capability.main)
+    assert opened == []
+    assert set(result['kernel']['global_sysctl']) == set(kernel_capability.GLOBAL_SYSCTL_KEYS)
 
 
 def test_check_mode_is_identical():
@@ -209,6 +249,21 @@ def test_check_mode_is_identical():
     checked = run_module({'_ansible_check_mode': True}, host_io())
     assert normal['kernel'] == checked['kernel']
     assert checked['changed'] is False
+
+
+def test_global_keys_writable_by_mode_in_a_netns_are_not_writable():
+    # A privileged container: the net.core keys are 0644, but a non-init netns cannot set them.
+    facts = run_module({'require': ['global_sysctl']}, netns_io(core_mode=0o644))['kernel']
+    assert facts['global_sysctl_writable'] is False
+    assert 'not the init netns' in facts['global_sysctl']['net.core.rmem_max']['reason']
+    assert facts['missing'] == ['global_sysctl']
+
+
+def test_probe_timeout_is_inconclusive():
+    hung = CommandResult(124, '', '', timed_out=True)
+    result = run_module({'require': ['tbf']}, host_io(), run_overrides={'tbf': hung})
+    assert result['kernel']['qdiscs']['tbf'] is None
+    assert 'probe timed out after 10 s' in result['msg']
 
 
 def test_host_requirements_pass():
@@ -239,7 +294,8 @@ def test_netns_cubic_requirement_fails():
     assert facts['congestion_control']['settable_default'] == ['reno', 'bbr']
     assert facts['global_sysctl_writable'] is False
     assert facts['global_sysctl']['net.core.default_qdisc']['exists'] is False
-    assert facts['global_sysctl']['net.core.rmem_max']['reason'].startswith('EACCES on write')
+    assert facts['global_sysctl']['net.core.rmem_max']['reason'] == \
+        '/proc/sys/net/core/rmem_max: mode 0444: read-only here (non-init netns)'
     assert facts['missing'] == ['congestion_control']
     assert result['msg'].startswith("missing capabilities: congestion_control cubic "
                                     "(/proc/sys/net/ipv4/tcp_allowed_congestion_control = 'reno bbr'")
@@ -262,12 +318,11 @@ def test_netns_global_sysctl_and_init_netns_in_one_message():
 
 
 def test_read_only_proc_sys():
-    files = base_files()
-    errors = dict((path, errno.EROFS) for path in files if path.startswith('/proc/sys/'))
-    io = FakeIO(files, write_errors=errors, writable=False)
+    io = FakeIO(base_files(), writable=False, ro_mount=True)
     result = run_module({'require': ['global_sysctl', 'tfo']}, io)
     facts = result['kernel']
-    assert facts['global_sysctl']['net.core.rmem_max']['reason'].startswith('EROFS')
+    assert facts['global_sysctl']['net.core.rmem_max']['reason'] == \
+        '/proc/sys/net/core/rmem_max: EROFS: /proc/sys is mounted read-only'
     assert facts['missing'] == ['global_sysctl', 'tfo']
     assert 'make /proc/sys writable' in result['msg']
 
@@ -329,7 +384,8 @@ def test_hostio_reads_this_machine():
     data, err = io.read('/proc/self/status')
     assert data and err is None
     assert io.read('/nonexistent/kc')[1] == errno.ENOENT
-    assert io.write_back('/nonexistent/kc', b'1\n') == errno.ENOENT
+    assert not hasattr(io, 'write_back')
+    assert io.read_only_mount('/nonexistent/kc') is False
     assert io.open_rdwr('/nonexistent/kc') == errno.ENOENT
     assert io.stat_ino('/nonexistent/kc') is None
     assert io.stat_mode('/nonexistent/kc') is None
