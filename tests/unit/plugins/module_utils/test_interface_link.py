@@ -22,6 +22,11 @@ def fixture(name):
         return handle.read()
 
 
+def fixture_lm(name):
+    with open(os.path.join(os.path.dirname(FIXTURES), "link_measure", name)) as handle:
+        return handle.read()
+
+
 # --- parsing tc output ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, kind", [
@@ -168,9 +173,9 @@ def test_missing_interface_message_lists_sorted():
 def test_plan_nothing_requested():
     plan = ls.plan_link(1500, "noqueue")
     assert plan == {
-        "mtu": "unchanged", "qdisc": "unchanged", "rollback": "none", "rollback_mtu": None,
-        "mtu_before": 1500, "mtu_after": 1500,
-        "qdisc_before": "noqueue", "qdisc_after": "noqueue", "changed": False,
+        "mtu": "unchanged", "qdisc": "unchanged", "qdisc_shape": "root", "rollback": "none",
+        "rollback_mtu": None, "mtu_before": 1500, "mtu_after": 1500,
+        "qdisc_before": "noqueue", "qdisc_after": "noqueue", "verify": [], "changed": False,
     }
 
 
@@ -232,6 +237,34 @@ def test_plan_rollback_unavailable_without_systemd():
 
 # --- rollback -------------------------------------------------------------------------------
 
+def test_plan_pending_timer_reported_when_mtu_already_wanted():
+    # re-run inside the window of an unconfirmed change: nothing to change, timer still armed
+    plan = ls.plan_link(1400, "fq", want_mtu=1400, rollback_seconds=60, pending_rollback_mtu=1500)
+    assert (plan["rollback"], plan["rollback_mtu"], plan["changed"]) == ("pending", 1500, False)
+    plan = ls.plan_link(1400, "fq", pending_rollback_mtu=1500)
+    assert plan["rollback"] == "pending"
+
+
+def test_plan_verify_only_when_mtu_changes_or_a_timer_is_pending():
+    peers = [{"peer": "a", "address": "198.18.2.11", "ipv6": False},
+             {"peer": "b", "address": "2001:db8::2", "ipv6": True}]
+    plan = ls.plan_link(1400, "fq", want_mtu=1500, verify_peers=peers)
+    assert [(p["peer"], p["payload"]) for p in plan["verify"]] == [("a", 1472), ("b", 1452)]
+    assert ls.plan_link(1500, "fq", want_mtu=1500, verify_peers=peers)["verify"] == []
+    pending = ls.plan_link(1500, "fq", want_mtu=1500, verify_peers=peers, pending_rollback_mtu=1400)
+    assert len(pending["verify"]) == 2
+    assert ls.plan_link(1500, "fq", verify_peers=peers, pending_rollback_mtu=1400)["verify"] == []
+
+
+def test_plan_mq_keeps_the_root():
+    tree = ls.parse_qdisc_tree(fixture("tc_json_mq_all.json"))
+    plan = ls.plan_link(1500, tree, want_qdisc="fq", qdisc_available=True)
+    assert (plan["qdisc"], plan["qdisc_shape"]) == ("changed", "mq")
+    assert (plan["qdisc_before"], plan["qdisc_after"]) == ("mq(pfifo_fast)", "mq(fq)")
+    tree = ls.parse_qdisc_tree(fixture("tc_json_mq_fq_children.json"))
+    assert ls.plan_link(1500, tree, want_qdisc="fq", qdisc_available=False)["qdisc"] == "unchanged"
+
+
 @pytest.mark.parametrize("name, unit", [
     ("eth1", "trainnet-mtu-rollback-eth1"),
     ("d0", "trainnet-mtu-rollback-d0"),
@@ -242,6 +275,38 @@ def test_plan_rollback_unavailable_without_systemd():
 ])
 def test_rollback_unit_name(name, unit):
     assert ls.rollback_unit_name(name) == unit
+
+
+def test_rollback_unit_name_carries_the_netns():
+    assert ls.rollback_unit_name("eth0", 4026532281) == "trainnet-mtu-rollback-eth0-ns4026532281"
+    assert ls.rollback_unit_name("eth0", 1) != ls.rollback_unit_name("eth0", 2)
+
+
+def test_rollback_netns_shared_with_pid1_needs_no_path():
+    assert ls.rollback_netns((4026532281, 4), (4026532281, 4), []) == (4026532281, None, None)
+
+
+def test_rollback_netns_other_than_pid1_is_pinned_by_its_named_path():
+    named = [("/run/netns/a", (4026532999, 4)), ("/run/netns/side", (4026532300, 4))]
+    assert ls.rollback_netns((4026532300, 4), (4026531840, 4), named) == \
+        (4026532300, "/run/netns/side", None)
+
+
+def test_rollback_netns_refused_without_a_path_or_evidence():
+    netns_id, path, error = ls.rollback_netns((4026532300, 4), (4026531840, 4),
+                                              [("/run/netns/a", (4026532999, 4)), ("/run/netns/b", None)])
+    assert (netns_id, path) == (None, None) and "not in PID 1's" in error
+    assert "needs root" in ls.rollback_netns((4026532300, 4), None, [])[2]
+    assert ls.rollback_netns(None, (1, 4), [])[2]
+    # same inode on another device is another namespace file system: not a match
+    assert ls.rollback_netns((5, 4), (1, 4), [("/run/netns/x", (5, 9))])[2]
+
+
+def test_rollback_argv_pins_the_netns():
+    argv = ls.rollback_argv("/usr/bin/systemd-run", "u", 60, "/usr/sbin/ip", "eth0", 1500,
+                            netns_path="/run/netns/side")
+    assert "--property=NetworkNamespacePath=/run/netns/side" in argv
+    assert argv.index("--property=NetworkNamespacePath=/run/netns/side") < argv.index("/usr/sbin/ip")
 
 
 def test_rollback_argv():
@@ -284,6 +349,89 @@ def test_build_diff():
         "before": "mtu: 1500\nqdisc: noqueue\n",
         "after": "mtu: 1400\nqdisc: fq\n",
     }
+
+
+# --- qdisc trees (finding 9: keep mq) ---------------------------------------------------------
+
+def test_tree_of_kernel_default_mq():
+    tree = ls.parse_qdisc_tree(fixture("tc_json_mq_default.json"))
+    assert (tree["root"], tree["handle"]) == ("mq", "0:")
+    assert [c["parent"] for c in tree["children"]] == [":1", ":2", ":3", ":4"]
+    assert tree == ls.parse_qdisc_tree(fixture("tc_text_mq_default.txt"))
+    assert ls.mq_needs_handle(tree)
+    assert ls.describe_qdisc(tree) == "mq(pfifo_fast)"
+
+
+def test_tree_json_and_text_agree_for_mq_with_handle():
+    assert ls.parse_qdisc_tree(fixture("tc_json_mq_all.json")) == \
+        ls.parse_qdisc_tree(fixture("tc_text_mq_all.txt"))
+
+
+@pytest.mark.parametrize("name", ["tc_json_noqueue.json", "tc_text_noqueue.txt", "tc_json_tbf.json"])
+def test_tree_of_single_root(name):
+    tree = ls.parse_qdisc_tree(fixture(name))
+    assert tree["children"] == [] and ls.qdisc_shape(tree) == "root"
+    assert ls.qdisc_commands(tree, "fq") == [["root", "fq"]]
+
+
+def test_tree_of_never_up_device():
+    assert ls.parse_qdisc_tree(fixture("tc_json_empty.json"))["root"] == "noop"
+
+
+def test_commands_for_mq_with_handle_replace_children_only():
+    tree = ls.parse_qdisc_tree(fixture("tc_json_mq_all.json"))
+    assert ls.qdisc_commands(tree, "fq") == [["parent", "1:%d" % i, "fq"] for i in range(1, 5)]
+    mixed = ls.parse_qdisc_tree(fixture("tc_json_mq_mixed.json"))
+    assert ls.qdisc_commands(mixed, "pfifo") == [["parent", "1:2", "pfifo"], ["parent", "1:4", "pfifo"]]
+    assert ls.describe_qdisc(mixed) == "mq(pfifo,pfifo_fast)"
+
+
+def test_commands_for_kernel_default_mq_give_it_a_handle_first():
+    tree = ls.parse_qdisc_tree(fixture("tc_json_mq_default.json"))
+    assert ls.qdisc_commands(tree, "fq") == [["root", "handle", "1:", "mq"]] + [
+        ["parent", "1:%d" % i, "fq"] for i in range(1, 5)]
+
+
+def test_mq_with_fq_children_is_already_fq():
+    tree = ls.parse_qdisc_tree(fixture("tc_json_mq_fq_children.json"))
+    assert ls.qdisc_is(tree, "fq") and not ls.qdisc_is(tree, "pfifo")
+    assert ls.qdisc_commands(tree, "fq") == []
+
+
+# --- DF probes (finding 5) ----------------------------------------------------------------------
+
+def test_ping_argv():
+    assert ls.ping_argv("/usr/bin/ping", "198.18.2.11", 1372) == [
+        "/usr/bin/ping", "-4", "-n", "-c", "3", "-i", "0.2", "-W", "2", "-s", "1372", "-M", "do",
+        "198.18.2.11"]
+    small = ls.ping_argv("/usr/bin/ping", "2001:db8::2", 56, ipv6=True, dont_fragment=False)
+    assert "-6" in small and "-M" not in small
+
+
+def test_judge_probe():
+    assert ls.judge_probe(None, 0) == "ok"
+    assert ls.judge_probe(0, 1) == "too_big"
+    assert ls.judge_probe(1, 1) == "peer_silent"
+
+
+def test_reported_path_mtu():
+    assert ls.reported_path_mtu(fixture_lm("ping_df_frag_needed.txt")) == 1400
+    assert ls.reported_path_mtu("ping: local error: message too long, mtu=1400") == 1400
+    assert ls.reported_path_mtu("100% packet loss") is None
+
+
+def test_probe_failure_message_names_peer_and_size():
+    probe = {"peer": "usw-gpu1.example", "address": "198.18.2.11", "ipv6": False, "payload": 1472}
+    msg = ls.probe_failure_message("eth0", 1500, 1400, probe, "")
+    assert "usw-gpu1.example (198.18.2.11)" in msg and "1500-byte" in msg and "-s 1472" in msg
+    assert "rolled back to 1400" in msg
+
+
+def test_mtu_limits_come_from_the_shared_module():
+    from ansible_collections.longhaul.trainnet.plugins.module_utils import mtu
+    assert (ls.MTU_MIN, ls.MTU_MAX) == (mtu.MTU_MIN, mtu.MTU_MAX)
+    source = open(ls.__file__).read()
+    assert "MTU_MIN = " not in source and "MTU_MAX = " not in source
 
 
 def test_qdisc_choices_are_parameterless_kinds():
