@@ -18,15 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+# trainnet_bench is this script's folder (Python puts it first on sys.path); trainnet_lab and the
+# collection come from .venv, where scripts/bootstrap.sh installs them (benchmarks/run.sh sources it).
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "lab"))
 LOCK_FILE = Path("/run/lock/trainnet-labbench.lock")
 EXIT_BUSY = 3
-collections = REPO / ".collections"
-if collections.is_dir():
-    sys.path.insert(0, str(collections))
 
 
 def parse_args(argv=None) -> argparse.Namespace:

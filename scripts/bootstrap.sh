@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the demo and the tests need on a Debian 12 host, idempotently:
 # system packages, a pinned virtualenv (.venv), the collection link that lets Ansible resolve
-# longhaul.trainnet.* from this checkout, and the locally built base image.
+# longhaul.trainnet.* from this checkout (and Python import it in .venv), the lab and benchmark
+# packages installed editable in .venv, and the locally built base image.
 # Usage: source scripts/bootstrap.sh   (or run it; sourcing also exports PATH/CONTAINERS_CONF)
 set -euo pipefail
 
@@ -44,6 +45,30 @@ bootstrap_collection_link() {
   [[ -L "$dir/trainnet" ]] || ln -sfn ../../.. "$dir/trainnet"
 }
 
+bootstrap_python_paths() {
+  # .venv's Python imports the collection as ansible_collections.longhaul.trainnet (a .pth line
+  # naming .collections) and the lab and benchmark packages of pyproject.toml (an editable
+  # install), so neither code nor tests edit sys.path or PYTHONPATH.
+  local venv="$TRAINNET_ROOT/.venv" site pth stamp want
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || return 1
+  pth="$site/trainnet-collections.pth"
+  if [[ ! -f "$pth" || "$(cat "$pth")" != "$TRAINNET_ROOT/.collections" ]]; then
+    echo "bootstrap: linking the collection into $venv ($pth)"
+    echo "$TRAINNET_ROOT/.collections" > "$pth" || return 1
+  fi
+  stamp="$venv/.trainnet-packages"
+  want="$(sha256sum "$TRAINNET_ROOT/pyproject.toml" | cut -c1-16) $TRAINNET_ROOT"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    return 0
+  fi
+  echo "bootstrap: installing trainnet_lab and trainnet_bench into $venv (editable)"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$TRAINNET_ROOT" \
+    >"$venv/pip-editable.log" 2>&1 || { tail -20 "$venv/pip-editable.log" >&2; return 1; }
+  # setuptools leaves its build metadata in the checkout; the venv keeps its own copy.
+  rm -rf "$TRAINNET_ROOT"/*.egg-info
+  echo "$want" > "$stamp"
+}
+
 main() {
   if [[ $EUID -ne 0 ]]; then
     echo "bootstrap: run as root (podman with --privileged, network namespaces and apt need it)" >&2
@@ -53,6 +78,7 @@ main() {
   bootstrap_apt || return 1
   bootstrap_venv || return 1
   bootstrap_collection_link || return 1
+  bootstrap_python_paths || return 1
   export CONTAINERS_CONF="$TRAINNET_ROOT/lab/containers.conf"
   bash "$TRAINNET_ROOT/lab/image/build-image.sh" || return 1
 }

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes, window_limited_mbps
+
 from .profiles import loss_label
-from .stats import (MSS_1500, bdp_bytes, link_times_delivery, mathis_mbps, ratio, summarize,
-                    window_cap_mbps)
+from .stats import MSS_1500, link_times_delivery, mathis_mbps, ratio, summarize
 
 PHASES = ("untuned", "tuned")
 PUBLISHED_THROUGHPUT_SHORT = "CUBIC 17 vs BBR 2.8x (~48); retr 5.2% → 0.8%"
@@ -82,8 +83,8 @@ def summarize_run(data: dict) -> dict:
         row["link_x_delivery_mbps"] = link_times_delivery(link["rate_mbit"], loss)
         if scenario["kind"] == "buffer":
             row["bdp_bytes"] = bdp_bytes(link["rate_mbit"], rtt_ms)
-            row["untuned_wmem_cap_mbps"] = window_cap_mbps(DEBIAN_WMEM_MAX, rtt_ms)
-            row["untuned_rmem_cap_mbps"] = window_cap_mbps(DEBIAN_RMEM_MAX, rtt_ms)
+            row["untuned_wmem_cap_mbps"] = window_limited_mbps(DEBIAN_WMEM_MAX, rtt_ms)
+            row["untuned_rmem_cap_mbps"] = window_limited_mbps(DEBIAN_RMEM_MAX, rtt_ms)
         summary[sid] = row
     return summary
 

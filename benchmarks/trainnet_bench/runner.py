@@ -8,16 +8,20 @@ the end, also on errors and on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+# The collection (iperf3 and ping parsers) and the lab, imported as installed packages, not copied:
+# scripts/bootstrap.sh installs trainnet_lab and makes ansible_collections importable in .venv.
+from ansible_collections.longhaul.trainnet.plugins.module_utils import link_measure as LINK_METRICS
+from trainnet_lab.lab import Lab, LabError
+from trainnet_lab.spec import build_spec
 
 from . import BENCH_LAB_NAME, SCHEMA_VERSION
 from .profiles import HIGHEST_BDP_LINK, Scenario, plan
@@ -30,12 +34,6 @@ INVENTORY = BENCH_DIR / "inventory"
 PLAYBOOK = BENCH_DIR / "tune.yml"
 TFO_PROBE = Path(__file__).resolve().parent / "tfo_probe.py"
 
-if str(REPO / "lab") not in sys.path:
-    sys.path.insert(0, str(REPO / "lab"))
-
-from trainnet_lab.lab import Lab, LabError  # noqa: E402
-from trainnet_lab.spec import build_spec  # noqa: E402
-
 CLIENT, SERVER = "near1", "far1"
 SITES = {"near": {"lan": "198.18.200.0/24"}, "far": {"lan": "198.18.201.0/24"}}
 HOSTS = {CLIENT: {"site": "near", "address": "198.18.200.10"},
@@ -47,22 +45,6 @@ HOST_SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv
                 "net.ipv4.tcp_fastopen", "net.ipv4.tcp_mtu_probing",
                 "net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_no_metrics_save",
                 "net.ipv4.tcp_base_mss")
-
-
-def load_link_metrics():
-    """The collection's iperf3 parser (plugins/module_utils/link_measure.py), imported, not copied."""
-    try:
-        from ansible_collections.longhaul.trainnet.plugins.module_utils import link_measure as link_metrics
-        return link_metrics
-    except ImportError:
-        path = REPO / "plugins" / "module_utils" / "link_metrics.py"
-        spec = importlib.util.spec_from_file_location("trainnet_link_metrics", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-
-LINK_METRICS = load_link_metrics()
 
 
 def raw_lab(link: dict, seed: int) -> dict:

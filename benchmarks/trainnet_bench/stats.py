@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import window_limited_mbps
+
 # TCP payload per segment at MTU 1500 with the timestamp option (20 IP + 20 TCP + 12 options).
 MSS_1500 = 1448
 MATHIS_C = 1.22  # sqrt(3/2), Mathis, Semke, Mahdavi, Ott, CCR 1997
@@ -32,21 +34,12 @@ def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float) -> float | None:
     """Mathis bound MSS/RTT x 1.22/sqrt(p) in Mbit/s; None without loss (no bound)."""
     if not loss or loss <= 0 or rtt_ms <= 0:
         return None
-    return mss_bytes * 8 / (rtt_ms / 1000.0) * MATHIS_C / math.sqrt(loss) / 1e6
+    return window_limited_mbps(mss_bytes, rtt_ms) * MATHIS_C / math.sqrt(loss)
 
 
 def link_times_delivery(rate_mbit: float, loss: float) -> float:
     """Google's BBR expectation: the link rate x (1 - loss), in Mbit/s."""
     return rate_mbit * (1.0 - loss)
-
-
-def window_cap_mbps(window_bytes: float, rtt_ms: float) -> float:
-    """The most a flow with this much data in flight can carry over this RTT."""
-    return window_bytes * 8 / (rtt_ms / 1000.0) / 1e6
-
-
-def bdp_bytes(rate_mbit: float, rtt_ms: float) -> float:
-    return rate_mbit * 1e6 / 8 * rtt_ms / 1000.0
 
 
 def ratio(tuned: float | None, untuned: float | None) -> float | None:

@@ -1,4 +1,5 @@
-"""A small SVG renderer for the benchmark charts (no dependencies, no external assets).
+"""The benchmark charts (no dependencies, no external assets), on the collection's SVG code
+(plugins/plugin_utils/svg_chart.py, shared with the link report filter).
 
 throughput_chart(): throughput vs loss (log x axis) for one RTT, untuned vs tuned medians with
 min-max whiskers, plus the Mathis bound and link x (1 - loss).
@@ -11,19 +12,15 @@ import math
 import shutil
 import subprocess
 from pathlib import Path
-from xml.sax.saxutils import escape
+
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.svg_chart import bar_chart, open_svg
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.svg_chart import text as _text
 
 from .profiles import loss_label
 
 WIDTH, HEIGHT = 720, 400
 MARGIN = {"left": 64, "right": 210, "top": 44, "bottom": 56}
 COLORS = {"untuned": "#d62728", "tuned": "#1f77b4", "mathis": "#7f7f7f", "link": "#2ca02c"}
-FONT = 'font-family="DejaVu Sans, Arial, sans-serif"'
-
-
-def _text(x, y, text, size=12, anchor="start", extra="") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" {FONT} '
-            f'{extra}>{escape(str(text))}</text>')
 
 
 def nice_max(value: float) -> float:
@@ -61,12 +58,9 @@ def throughput_chart(rtt_ms: float, points: list[dict], rate_mbit: float) -> str
         value = max(0.0, min(value, y_max))
         return MARGIN["top"] + plot_h - value / y_max * plot_h
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}">',
-             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
-             _text(MARGIN["left"], 24,
-                   f"Single-stream throughput vs loss, {rate_mbit:g} Mbit/s, {rtt_ms:g} ms RTT",
-                   14, "start", 'font-weight="bold"')]
+    title = f"Single-stream throughput vs loss, {rate_mbit:g} Mbit/s, {rtt_ms:g} ms RTT"
+    parts = [open_svg(WIDTH, HEIGHT, title),
+             _text(MARGIN["left"], 24, title, 14, "start", 'font-weight="bold"')]
     for value in ticks(y_max):
         y = y_of(value)
         parts.append(f'<line x1="{MARGIN["left"]}" y1="{y:.1f}" x2="{MARGIN["left"] + plot_w}" '
@@ -137,29 +131,13 @@ def throughput_chart(rtt_ms: float, points: list[dict], rate_mbit: float) -> str
 
 def scenario_chart(bars: list[dict], title: str) -> str:
     """bars: [{label, unit, untuned: float|None, tuned: float|None}] (each group scaled alone)."""
-    group_h = 70
-    height = MARGIN["top"] + len(bars) * group_h + 30
-    width = WIDTH
-    left, bar_w_max = 250, width - 250 - 120
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}">',
-             f'<rect width="{width}" height="{height}" fill="white"/>',
-             _text(width / 2, 24, title, 14, "middle", 'font-weight="bold"')]
-    for index, bar in enumerate(bars):
-        top = MARGIN["top"] + index * group_h
-        values = [v for v in (bar.get("untuned"), bar.get("tuned")) if v is not None]
-        scale = max(values) if values and max(values) > 0 else 1.0
-        parts.append(_text(left - 10, top + 26, bar["label"], 12, "end"))
-        for row, phase in enumerate(("untuned", "tuned")):
-            value = bar.get(phase)
-            y = top + 6 + row * 24
-            w = 0 if value is None else max(1.0, value / scale * bar_w_max)
-            parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="18" '
-                         f'fill="{COLORS[phase]}"/>')
-            shown = "–" if value is None else f"{value:.3g} {bar['unit']}"
-            parts.append(_text(left + w + 6, y + 14, f"{phase}: {shown}", 11))
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+    groups = [{"label": bar["label"],
+               "bars": [{"name": phase, "value": bar.get(phase), "colour": COLORS[phase],
+                         "text": "" if bar.get(phase) is None else f"{bar[phase]:.3g} {bar['unit']}"}
+                        for phase in ("untuned", "tuned")]}
+              for bar in bars]
+    return bar_chart(title, groups, scale="group", label_width=250, bar_width=340,
+                     bar_height=22, gap=16) + "\n"
 
 
 def chart_points(summary: dict, rtt_ms: float) -> list[dict]:

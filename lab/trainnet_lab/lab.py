@@ -63,18 +63,12 @@ class LabError(RuntimeError):
 
 
 def _podman_env() -> dict:
-    env = dict(os.environ, LANG="C", LC_ALL="C")
-    env.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
-    return env
+    # The project's containers.conf (runc, lower ulimits) unless the caller chose another one.
+    return netns.c_locale_env(CONTAINERS_CONF=os.environ.get("CONTAINERS_CONF", str(CONTAINERS_CONF)))
 
 
 def podman(*args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess:
-    result = subprocess.run(["podman", *args], capture_output=True, text=True,
-                            env=_podman_env(), timeout=timeout, check=False)
-    if check and result.returncode != 0:
-        raise CommandError(f"podman {' '.join(args)} failed ({result.returncode}): "
-                           f"{result.stderr.strip()}")
-    return result
+    return netns.run(["podman", *args], check=check, timeout=timeout, env=_podman_env())
 
 
 def process_state(pid: int) -> str | None:
@@ -393,11 +387,12 @@ class Lab:
         self.emulator_config_file.write_text(json.dumps(config, indent=1))
         status_file = Path(config["status_file"])
         status_file.unlink(missing_ok=True)
-        env = dict(os.environ, PYTHONPATH=str(LAB_DIR), LANG="C", LC_ALL="C")
+        # `-m` from lab/ finds trainnet_lab there; the collection's code it uses comes from the
+        # same interpreter's site-packages (the .pth file scripts/bootstrap.sh writes into .venv).
         with open(self.emulator_log, "a") as log_file:
             process = subprocess.Popen(
                 [sys.executable, "-m", EMULATOR_MODULE, "--config", str(self.emulator_config_file)],
-                cwd=str(LAB_DIR), env=env, stdin=subprocess.DEVNULL, stdout=log_file,
+                cwd=str(LAB_DIR), env=netns.c_locale_env(), stdin=subprocess.DEVNULL, stdout=log_file,
                 stderr=subprocess.STDOUT, start_new_session=True)
         self.state["emulator_pid"] = process.pid
         self._save_state()
@@ -616,12 +611,8 @@ class Lab:
 
     def run_on(self, host: str, argv: list[str], *, timeout: float = 60,
                check: bool = False) -> subprocess.CompletedProcess:
-        result = subprocess.run(self.exec_argv(host, argv), capture_output=True, text=True,
-                                env=_podman_env(), timeout=timeout, check=False)
-        if check and result.returncode != 0:
-            raise CommandError(f"{host}: {' '.join(argv)} failed ({result.returncode}): "
-                               f"{result.stderr.strip()}")
-        return result
+        return netns.run(self.exec_argv(host, argv), check=check, timeout=timeout,
+                         env=_podman_env(), what=f"{host}: {' '.join(argv)}")
 
     def popen_on(self, host: str, argv: list[str], **kwargs) -> subprocess.Popen:
         return subprocess.Popen(self.exec_argv(host, argv), env=_podman_env(), **kwargs)

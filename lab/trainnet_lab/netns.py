@@ -26,14 +26,21 @@ class CommandError(RuntimeError):
     pass
 
 
+def c_locale_env(**extra: str) -> dict:
+    """This process's environment with the C locale (the output of what runs is parsed)."""
+    return dict(os.environ, LANG="C", LC_ALL="C", **extra)
+
+
 def run(argv: list[str], *, check: bool = True, input_text: str | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run a command with C locale (its output may be parsed); raise CommandError with stderr."""
-    env = dict(os.environ, LANG="C", LC_ALL="C")
-    result = subprocess.run(argv, input=input_text, capture_output=True, text=True, env=env,
+        timeout: float = 60, env: dict | None = None, what: str | None = None
+        ) -> subprocess.CompletedProcess:
+    """The lab's one command runner: C locale (env defaults to c_locale_env()), bounded by
+    `timeout`; with check, a non-zero exit raises CommandError naming `what` (default: argv)."""
+    result = subprocess.run(argv, input=input_text, capture_output=True, text=True,
+                            env=env if env is not None else c_locale_env(),
                             timeout=timeout, check=False)
     if check and result.returncode != 0:
-        raise CommandError(f"{' '.join(argv)} failed ({result.returncode}): "
+        raise CommandError(f"{what or ' '.join(argv)} failed ({result.returncode}): "
                            f"{(result.stderr or result.stdout).strip()}")
     return result
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes
+
 # Results of DirectedLink.offer
 ACCEPTED = 0
 DROPPED = 1
@@ -30,8 +32,7 @@ MIN_AUTO_QUEUE_BYTES = 64 * 1024
 
 def auto_queue_bytes(rate_mbit: float, delay_ms: float) -> int:
     """About one bandwidth-delay product of the round trip, but never a uselessly tiny queue."""
-    bdp = rate_mbit * 1e6 / 8 * (2 * delay_ms / 1000)
-    return max(int(bdp), MIN_AUTO_QUEUE_BYTES)
+    return max(bdp_bytes(rate_mbit, 2 * delay_ms), MIN_AUTO_QUEUE_BYTES)
 
 
 class DirectedLink:

@@ -21,6 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 
 import yaml
+from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
 
 from . import DEFAULT_LAB_NAME
 from .inventory import Inventory
@@ -39,8 +40,6 @@ LINK_REQUIRED = ("sites", "delay_ms", "rate_mbit")
 LINK_DEFAULTS = {"jitter_ms": 0, "loss": 0.0, "queue_bytes": 0, "mtu": 1500,
                  "icmp_blackhole": False}
 LINK_FIELDS = set(LINK_REQUIRED) | set(LINK_DEFAULTS) | {"name"}
-MIN_MTU = 576      # the minimum datagram every IPv4 host must accept (RFC 791)
-MAX_MTU = 9000
 MAX_RATE_MBIT = 10000
 MAX_DELAY_MS = 10000
 
@@ -260,8 +259,8 @@ def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str])
           f"must be a rate in Mbit/s above 0 (at most {MAX_RATE_MBIT})")
     check("loss", lambda v: _is_number(v) and 0 <= v < 1,
           "must be a probability in [0, 1) (0.01 is 1%)")
-    check("mtu", lambda v: isinstance(v, int) and not isinstance(v, bool) and MIN_MTU <= v <= MAX_MTU,
-          f"must be an integer from {MIN_MTU} to {MAX_MTU}")
+    check("mtu", lambda v: isinstance(v, int) and not isinstance(v, bool) and MTU_MIN <= v <= MTU_MAX,
+          f"must be an integer from {MTU_MIN} to {MTU_MAX}")
     check("queue_bytes", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
           "must be an integer number of bytes (0 = about one BDP)")
     if (isinstance(values.get("queue_bytes"), int) and isinstance(values.get("mtu"), int)

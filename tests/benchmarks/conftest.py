@@ -1,19 +1,14 @@
-"""Benchmarks tests: pure logic (no root) and the smoke run (root, podman, the lab image)."""
+"""Benchmarks tests: pure logic (no root) and the smoke run (root, podman, the lab image).
+
+trainnet_bench, trainnet_lab and the collection are imported as installed in .venv
+(scripts/bootstrap.sh).
+"""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-for path in (REPO_ROOT / "benchmarks", REPO_ROOT / "lab"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from trainnet_bench.profiles import plan  # noqa: E402
-from trainnet_bench.report import summarize_run  # noqa: E402
+from trainnet_bench.profiles import plan
+from trainnet_bench.report import summarize_run
 
 
 def pytest_configure(config):

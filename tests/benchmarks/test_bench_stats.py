@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from trainnet_bench.profiles import loss_label, plan
-from trainnet_bench.stats import (bdp_bytes, link_times_delivery, mathis_mbps, ratio, summarize,
-                                  window_cap_mbps)
+from ansible_collections.longhaul.trainnet.plugins.filter.buffer_sizing import bdp_bytes as bdp_filter
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import window_limited_mbps
+from trainnet_bench.profiles import buffer_scenario, loss_label, plan
+from trainnet_bench.report import summarize_run
+from trainnet_bench.stats import link_times_delivery, mathis_mbps, ratio, summarize
 
 
 def test_summarize_median_and_spread():
@@ -34,12 +36,23 @@ def test_mathis_matches_the_prototype_figure():
     assert mathis_mbps(1448, 150, 0) is None
 
 
-def test_link_bdp_and_window_caps():
+def _buffer_row(**link):
+    scenario = buffer_scenario(omit_s=0)
+    scenario.link.update(link)
+    data = {"scenarios": [scenario.to_dict()], "phases": {}}
+    return summarize_run(data)[scenario.id]
+
+
+def test_report_bdp_and_window_caps_are_the_collections_arithmetic():
     assert link_times_delivery(50, 0.01) == pytest.approx(49.5)
-    assert bdp_bytes(200, 300) == pytest.approx(7.5e6)
+    row = _buffer_row()
+    assert row["bdp_bytes"] == 7500000 == bdp_filter(200, 300)
     # the issue's example: 4 MB / 0.3 s ~ 107 Mbit/s (MB = 2^20 here: Debian's 4194304)
-    assert window_cap_mbps(4194304, 300) == pytest.approx(111.8, abs=0.1)
-    assert window_cap_mbps(4e6, 300) == pytest.approx(106.7, abs=0.1)
+    assert row["untuned_wmem_cap_mbps"] == pytest.approx(111.8, abs=0.1)
+    assert row["untuned_rmem_cap_mbps"] == pytest.approx(167.8, abs=0.1)
+    # Exact, like the role's buffer sizing: float arithmetic made 1 Mbit/s x 524.8 ms 65599.99...
+    odd = _buffer_row(rate_mbit=1, delay_ms=262.4)
+    assert odd["bdp_bytes"] == 65600 == bdp_filter(1, 524.8)
 
 
 def test_ratio_edge_cases():
@@ -65,7 +78,7 @@ def test_full_plan_covers_the_issue():
     assert pmtu.link["mtu"] == 1400 and pmtu.link["icmp_blackhole"] is True
     buffer = next(s for s in scenarios if s.kind == "buffer")
     # default buffers must cap the flow below the link: 4 MB / RTT < rate
-    assert window_cap_mbps(4194304, buffer.rtt_ms) < buffer.link["rate_mbit"]
+    assert window_limited_mbps(4194304, buffer.rtt_ms) < buffer.link["rate_mbit"]
     assert len({s.id for s in scenarios}) == len(scenarios)
 
 

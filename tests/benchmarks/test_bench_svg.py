@@ -50,6 +50,19 @@ def test_scenario_chart_and_escaping():
     assert any(t.text == "a <&> b" for t in root.iter(f"{SVG}text"))
 
 
+def test_scenario_chart_is_the_collections_bar_chart():
+    """Drawn by plugins/plugin_utils/svg_chart.py (as the link report's charts): each group
+    scaled alone, a tooltip per bar, n/a for a missing phase."""
+    bars = [{"label": "TFO", "unit": "ms", "untuned": 300.0, "tuned": 150.0},
+            {"label": "PMTU", "unit": "Mbit/s", "untuned": None, "tuned": 46.0}]
+    root = ET.fromstring(scenario_chart(bars, "t"))
+    drawn = [(r.find(f"{SVG}title").text, float(r.get("width")), r.get("fill"))
+             for r in root.iter(f"{SVG}rect") if r.find(f"{SVG}title") is not None]
+    assert drawn == [("TFO untuned: 300 ms", 340.0, "#d62728"), ("TFO tuned: 150 ms", 170.0, "#1f77b4"),
+                     ("PMTU tuned: 46 Mbit/s", 340.0, "#1f77b4")]
+    assert "untuned: n/a" in [t.text for t in root.iter(f"{SVG}text")]
+
+
 def test_nice_max():
     assert nice_max(52.5) == 60
     assert nice_max(210) == 250

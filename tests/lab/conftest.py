@@ -6,22 +6,20 @@ root, iproute2 and iperf3, and skip otherwise. Select them with `-m lab`, the re
 `-m "not lab"`. Each lab test builds its own small lab named trainnet-labtest (addresses from
 198.19.0.0/16, so it never collides with the demo lab) and tears it down even when it fails.
 The figures the fidelity tests measure are printed in the terminal summary.
+trainnet_lab and the collection are imported as installed in .venv (scripts/bootstrap.sh).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from trainnet_lab.lab import Lab, LabError
+from trainnet_lab.spec import build_spec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT / "lab"))
-
-from trainnet_lab.lab import Lab, LabError  # noqa: E402
-from trainnet_lab.spec import build_spec  # noqa: E402
 
 TEST_LAB_NAME = "trainnet-labtest"
 TWO_SITE_INVENTORY = Path(__file__).resolve().parent / "fixtures" / "two_site"
