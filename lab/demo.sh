@@ -63,8 +63,8 @@ measure() {
   local label="$1"; shift
   local rc=0 json
   ansible-playbook -i inventories/lab playbooks/measure.yml \
-    -e trainnet_measure_results_dir="$ROOT/$results/$label" -e trainnet_measure_anchor_pairs=false \
-    -e trainnet_measure_duration="$duration" "$@" > "$results/measure-$label.log" 2>&1 || rc=$?
+    -e measure_results_dir="$ROOT/$results/$label" -e measure_anchor_pairs=false \
+    -e measure_duration="$duration" "$@" > "$results/measure-$label.log" 2>&1 || rc=$?
   json="$(ls -1d "$results/$label"/measure-*/results.json 2>/dev/null | tail -1 || true)"
   if [[ -z "$json" ]]; then
     tail -30 "$results/measure-$label.log" >&2
@@ -97,7 +97,7 @@ else
 fi
 
 step "5/6 after: the same measurements on the tuned hosts (baseline: the before run)"
-after_json="$(measure after -e trainnet_measure_baseline="$ROOT/$before_json")"
+after_json="$(measure after -e measure_baseline="$ROOT/$before_json")"
 
 step "6/6 before/after per WAN link (longhaul.trainnet.link_report_compare_markdown)"
 cp "$before_json" "$results/before.json"
