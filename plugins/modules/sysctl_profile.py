@@ -51,8 +51,8 @@ description:
   - 'What it writes, outside check mode only: the C(/proc/sys) files of the keys whose live value
     differs (one C(write(2)) of the wanted value each, then read back; nothing with
     O(apply_live=false)), and the drop-in O(path) (a temporary file in the same directory renamed
-    over it). In check mode it writes nothing at all; the plan is made from the values, the keys'
-    modes and write access, and the network namespace, so check mode predicts the real run.
+    over it). In check mode it writes nothing at all; the plan is made from the values, the modes
+    and write access of the keys, and the network namespace, so check mode predicts the real run.
     Limits of that prediction - a kernel minimum or range of a key that is not modelled - show up
     in the real run as a failed key, never as a silently skipped one.'
   - After writing a live value the module reads it back; a value the kernel clamped or ignored
