@@ -8,6 +8,7 @@ the end, also on errors and on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -32,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "benchmarks"
 INVENTORY = BENCH_DIR / "inventory"
 PLAYBOOK = BENCH_DIR / "tune.yml"
-TFO_PROBE = Path(__file__).resolve().parent / "tfo_probe.py"
+TFO_PROBE = importlib.import_module(__package__ + ".tfo_probe")  # the collection's tfo.py
 
 CLIENT, SERVER = "near1", "far1"
 SITES = {"near": {"lan": "198.18.200.0/24"}, "far": {"lan": "198.18.201.0/24"}}
@@ -171,14 +172,14 @@ class Runner:
         return (parsed.get("rtt_ms") or {}).get("avg")
 
     def tfo(self, rep: int) -> list[dict]:
-        source = TFO_PROBE.read_text()
         seconds = 10 + self.tfo_count * 2
         samples = []
-        with self.lab.serving(SERVER, ["python3", "-c", source, "server", str(TFO_PORT), str(seconds)],
-                              TFO_PORT, seconds=seconds + 5):
-            out = self.run_on(CLIENT, ["timeout", str(seconds), "python3", "-c", source, "client",
-                                       self.address(SERVER), str(TFO_PORT),
-                                       str(self.tfo_count)], timeout=seconds + 10).stdout
+        server = self.address(SERVER)
+        with self.lab.serving(SERVER, TFO_PROBE.server_argv(server, TFO_PORT, seconds), TFO_PORT,
+                              seconds=seconds + 5):
+            out = self.run_on(CLIENT, ["timeout", str(seconds),
+                                       *TFO_PROBE.client_argv(server, TFO_PORT, self.tfo_count)],
+                              timeout=seconds + 10).stdout
             for line in out.splitlines():
                 try:
                     samples.append({"rep": rep, **json.loads(line)})
