@@ -49,7 +49,7 @@ description:
   - With O(verify_peers), whenever the MTU changes (or a pending timer awaits confirmation) the
     module pings each peer with full-size packets and the Don't Fragment bit
     (C(ping -M do -s <MTU - 28>), C(MTU - 48) for IPv6). A peer that answers small pings but
-    not full-size ones proves the path does not carry the MTU: the MTU is put back, a timer
+    not full-size ones proves the path does not carry the MTU; the MTU is put back, a timer
     with nothing left to restore is disarmed, and the task fails naming the peer and the size.
     A peer that answers no ping at all, or does not resolve, is reported with a warning.
 author:
@@ -75,7 +75,7 @@ options:
     type: int
   qdisc:
     description:
-      - Wanted qdisc, set with C(tc qdisc replace) (default parameters of that qdisc): as the
+      - Wanted qdisc, set with C(tc qdisc replace) (default parameters of that qdisc) - as the
         root of a single-queue device, on each per-queue child of an C(mq) root.
       - Omit to leave the qdiscs alone.
     type: str
@@ -242,7 +242,7 @@ qdisc_status:
   sample: changed
 rollback_unit:
   description:
-    - Name of the transient systemd unit that will restore an MTU unless confirmed: the one
+    - Name of the transient systemd unit that will restore an MTU unless confirmed - the one
       this run armed (or in check mode would arm), or one an earlier run left pending. The
       timer is C(<rollback_unit>.timer); confirm with C(systemctl stop <rollback_unit>.timer).
     - V(null) when no rollback is armed or pending.
