@@ -135,7 +135,7 @@ def test_init_netns_618_host_observed():
 
 def test_init_netns_618_netns_observed():
     verdict, evidence = netns.decide_init_netns((6, 18), netns_ino=4026532177, cookie=4148,
-                                             netdev_backlog_exists=False, allowed_cc_mode=0o444)
+                                                netdev_backlog_exists=False, allowed_cc_mode=0o444)
     assert verdict is False
     assert '4026532177 != NET_NS_INIT_INO' in evidence
 
@@ -161,7 +161,7 @@ def test_init_netns_cookie_other_before_618():
 def test_init_netns_heuristics_without_cookie(backlog, mode, expected):
     # Linux 5.10: no SO_NETNS_COOKIE, dynamic init inode
     verdict, evidence = netns.decide_init_netns((5, 10), netns_ino=4026531992, cookie=None,
-                                             netdev_backlog_exists=backlog, allowed_cc_mode=mode)
+                                                netdev_backlog_exists=backlog, allowed_cc_mode=mode)
     assert verdict is expected
     assert 'heuristic' in evidence
 
