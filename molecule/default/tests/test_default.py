@@ -118,16 +118,36 @@ def test_env_file_for_launchers(host):
     assert int(values["NCCL_SOCKET_NTHREADS"]) * int(values["NCCL_NSOCKS_PERTHREAD"]) <= 64
 
 
+def lab_namespaces():
+    """Network namespaces of an ocean lab (demo or lab tests) that are up on this machine."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30,
+                         check=False).stdout
+    return [line.split()[0] for line in out.splitlines()
+            if line.split() and line.split()[0].startswith("trainnet-lab")]
+
+
 @pytest.fixture
 def restricted_allowed_cc():
-    """Recreate the boot-time state of this machine: cubic absent from the allowed list."""
-    local = testinfra.get_host("local://")
-    before = local.file(ALLOWED_CC).content_string.strip()
-    local.run_expect([0], "echo 'reno bbr' > %s", ALLOWED_CC)
+    """Recreate the boot-time state of this machine: cubic absent from the allowed list.
+
+    The list is global (init netns), so a lab that is up would see it change under its hosts:
+    refuse then (a failure, not a skip). The old list is put back even when the test fails.
+    """
+    labs = lab_namespaces()
+    if labs:
+        pytest.fail("refusing to rewrite the global %s while a lab is up (namespaces: %s); "
+                    "run `python3 lab/lab.py down` first" % (ALLOWED_CC, ", ".join(labs)))
+    with open(ALLOWED_CC) as handle:
+        before = handle.read().strip()
     try:
+        with open(ALLOWED_CC, "w") as handle:
+            handle.write("reno bbr\n")
         yield
     finally:
-        local.run_expect([0], "echo %s > %s", before, ALLOWED_CC)
+        with open(ALLOWED_CC, "w") as handle:
+            handle.write(before + "\n")
+        with open(ALLOWED_CC) as handle:
+            assert handle.read().strip() == before, "could not restore " + ALLOWED_CC
 
 
 def test_cubic_refused_in_non_init_netns(host, restricted_allowed_cc):
@@ -166,10 +186,41 @@ def run_playbook(host, playbook, *args):
     return re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
 
 
+def rollback_timers(host):
+    return [line for line in host.run("systemctl list-timers --all --no-legend").stdout.splitlines()
+            if "trainnet-mtu-rollback" in line]
+
+
+def mtu(host):
+    return int(host.file("/sys/class/net/sync0/mtu").content_string.strip())
+
+
+def test_pending_rollback_is_confirmed_by_a_rerun(host):
+    """Ctrl-C after the MTU change: the next run must see the armed timer and confirm it."""
+    host.run_expect([0], "ip link set dev sync0 mtu 1500")
+    try:
+        armed = run_module(host, "longhaul.trainnet.interface_link",
+                           {"name": "sync0", "mtu": 1400, "rollback_seconds": 600})
+        assert armed["rollback_unit"] and armed["plan"]["rollback"] == "arm", armed
+        assert len(rollback_timers(host)) == 1
+        # The re-run finds the MTU already at 1400: nothing to change, but a timer to confirm.
+        run_playbook(host, "site.yml")
+        assert rollback_timers(host) == []
+        assert mtu(host) == 1400
+    finally:
+        for line in rollback_timers(host):
+            host.run("systemctl stop %s", [w for w in line.split() if w.endswith(".timer")][0])
+        host.run("ip link set dev sync0 mtu 1400")
+
+
 def test_drift_shown_exactly_then_remediated(host):
-    """Runs last: drifts two keys, expects --check --diff to show exactly those, then repairs."""
+    """Runs last: drifts two keys and the MTU, expects --check --diff to show exactly those,
+    then repairs with remediate.yml (whose comparison runs the role in task-level check mode)."""
     host.run_expect([0], "sysctl -w net.ipv4.tcp_slow_start_after_idle=1 net.ipv4.tcp_fastopen=1")
+    host.run_expect([0], "ip link set dev sync0 mtu 1500")
     diff = run_playbook(host, "site.yml", "--check", "--diff")
+    interface_diff = diff.split("--- before: interface sync0 (before)", 1)[1].split("\n\n", 1)[0]
+    assert "-mtu: 1500" in interface_diff and "+mtu: 1400" in interface_diff, interface_diff
     live_diff = diff.split("--- before: live values", 1)[1].split("\n\n", 1)[0]
     changed_lines = sorted(line for line in live_diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++"))
     assert changed_lines == sorted([
@@ -177,10 +228,15 @@ def test_drift_shown_exactly_then_remediated(host):
         "-net.ipv4.tcp_slow_start_after_idle = 1", "+net.ipv4.tcp_slow_start_after_idle = 0"]), live_diff
     # Check mode changed nothing.
     assert sysctl(host, "net.ipv4.tcp_fastopen") == "1"
+    assert mtu(host) == 1500 and rollback_timers(host) == []
 
     report = run_playbook(host, "remediate.yml", "--check")
     assert "net.ipv4.tcp_fastopen" in report and "net.ipv4.tcp_slow_start_after_idle" in report
+    assert "mtu sync0: 1500 -> 1400" in report
+    assert mtu(host) == 1500
+    # Without --check: the comparison play predicts (task-level check mode), the second applies.
     run_playbook(host, "remediate.yml")
     assert sysctl(host, "net.ipv4.tcp_fastopen") == "3"
     assert sysctl(host, "net.ipv4.tcp_slow_start_after_idle") == "0"
+    assert mtu(host) == 1400 and rollback_timers(host) == []
     assert "no host drifted" in run_playbook(host, "remediate.yml", "--check")
