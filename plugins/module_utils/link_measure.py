@@ -357,6 +357,7 @@ TFO_COUNTERS = (
     ('TCPFastOpenCookieReqd', 'cookie_reqd_delta'),
 )
 
+
 def parse_netstat(text):
     """{'TcpExt': {'TCPFastOpenActive': 3, ...}, 'IpExt': {...}} from /proc/net/netstat."""
     result = {}

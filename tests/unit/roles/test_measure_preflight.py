@@ -67,3 +67,43 @@ def test_bad_input_fails_in_preflight(tmp_path, extra, message):
     assert rc != 0
     assert message in out, out[-3000:]
     assert "Pair | " not in out
+
+
+PLAN_INVENTORY = """
+all:
+  vars:
+    ansible_connection: local
+    # no host is contacted: every pair fails at its first task and is recorded as failed
+    ansible_python_interpreter: /nonexistent/python3
+  children:
+    gpu_nodes:
+      hosts:
+        a-gpu: {trainnet_site: a}
+        b-gpu: {trainnet_site: b}
+    home_master:
+      hosts:
+        a-master: {trainnet_site: a}
+    control_plane:
+      hosts:
+        b-anchor: {trainnet_site: b}
+"""
+
+
+@pytest.mark.parametrize("flag, pairs", [
+    ("measure_anchor_pairs=false", [["a-gpu", "b-gpu"]]),
+    ("measure_anchor_pairs=true", [["a-gpu", "b-gpu"], ["a-master", "b-anchor"]]),
+])
+def test_boolean_from_the_command_line_plans_the_pairs(tmp_path, flag, pairs):
+    # Bug: -e measure_anchor_pairs=false (the string "false") still planned the anchor pairs.
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(PLAN_INVENTORY)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    completed = subprocess.run([PLAYBOOK_BIN, "-i", str(inventory), PLAYBOOK, "-e", flag,
+                                "-e", "measure_results_dir=%s" % tmp_path, "-e", "measure_textfile_dir="],
+                               capture_output=True, text=True, timeout=180, cwd=ROOT, env=env, check=False)
+    results = list(tmp_path.glob("measure-*/results.json"))
+    assert len(results) == 1, completed.stdout[-3000:]
+    records = json.loads(results[0].read_text())["pairs"]
+    assert [[r["source"], r["peer"]] for r in records] == pairs
+    assert all(r["status"] == "failed" for r in records)
+    assert completed.returncode != 0 and "pairs failed" in completed.stdout

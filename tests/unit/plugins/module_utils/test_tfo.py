@@ -167,5 +167,5 @@ def test_program_runs_isolated_from_its_directory(tmp_path):
 
 
 def test_program_usage_error():
-    result = subprocess.run([sys.executable, '-I', TFO_PY, 'nonsense'], capture_output=True, timeout=10)
+    result = subprocess.run([sys.executable, '-I', TFO_PY, 'nonsense'], capture_output=True, timeout=10, check=False)
     assert result.returncode == 2 and b'usage' in result.stderr
