@@ -240,8 +240,8 @@ def _svg_chart(title, metric, rows, before):
                          "value": before.get(row["pair"], {}).get(metric)})
         bars.append({"name": "now", "colour": "#1f77b4" if row["status"] == "ok" else "#d62728",
                      "value": row[metric]})
-        for bar in bars:
-            bar["text"] = _fmt(bar["value"])
+        for item in bars:
+            item["text"] = _fmt(item["value"])
         groups.append({"label": row["pair"], "bars": bars})
     return bar_chart(title, groups)
 

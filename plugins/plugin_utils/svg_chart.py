@@ -56,26 +56,26 @@ def bar_chart(title, groups, scale="chart", label_width=220, bar_width=360, bar_
     rows = sum(max(len(group["bars"]), 1) for group in groups)
     height = 30 + rows * bar_height + max(len(groups), 1) * gap
     width = label_width + bar_width + value_width
-    chart_scale = _scale(bar["value"] for group in groups for bar in group["bars"])
+    chart_scale = _scale(item["value"] for group in groups for item in group["bars"])
     out = [open_svg(width, height, title), text(0, 16, title, 14, extra='font-weight="bold"')]
     y = 28
     for group in groups:
         group_scale = (chart_scale if scale == "chart"
-                       else _scale(bar["value"] for bar in group["bars"]))
+                       else _scale(item["value"] for item in group["bars"]))
         out.append(text(0, y + bar_height - 2, group["label"], 12))
-        for bar in group["bars"]:
-            value = bar["value"]
+        for item in group["bars"]:
+            value = item["value"]
             if value is None:
-                out.append(text(label_width, y + bar_height - 3, "%s: n/a" % bar["name"], 11,
+                out.append(text(label_width, y + bar_height - 3, "%s: n/a" % item["name"], 11,
                                 extra='fill="#666"'))
             else:
-                shown = bar.get("text", str(value))
+                shown = item.get("text", str(value))
                 length = max(1.0, bar_width * value / group_scale)
                 out.append('<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>'
-                           % (label_width, y, length, bar_height - 2, bar["colour"],
-                              escape("%s %s: %s" % (group["label"], bar["name"], shown))))
+                           % (label_width, y, length, bar_height - 2, item["colour"],
+                              escape("%s %s: %s" % (group["label"], item["name"], shown))))
                 out.append(text(label_width + length + 4, y + bar_height - 3,
-                                "%s: %s" % (bar["name"], shown), 11))
+                                "%s: %s" % (item["name"], shown), 11))
             y += bar_height
         y += gap
     out.append("</svg>")

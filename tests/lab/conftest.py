@@ -16,8 +16,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from trainnet_lab.lab import Lab, LabError
-from trainnet_lab.spec import build_spec
+from trainnet_lab.lab import Lab, LabError, podman
+from trainnet_lab.spec import DEFAULT_IMAGE, build_spec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,8 +57,11 @@ def missing_lab_requirements(need_containers: bool = False) -> str | None:
             return f"needs {tool}"
     if not Path("/dev/net/tun").exists():
         return "needs /dev/net/tun"
-    if need_containers and not shutil.which("podman"):
-        return "needs podman"
+    if need_containers:
+        if not shutil.which("podman"):
+            return "needs podman"
+        if podman("image", "exists", DEFAULT_IMAGE, check=False).returncode != 0:
+            return f"image {DEFAULT_IMAGE} not built (lab/image/build-image.sh)"
     return None
 
 

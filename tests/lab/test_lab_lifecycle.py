@@ -18,7 +18,6 @@ from lab_traffic import ping
 
 from trainnet_lab import netns
 from trainnet_lab.lab import CONTAINER_LABEL, Lab, LabError, podman
-from trainnet_lab.spec import DEFAULT_IMAGE
 
 pytestmark = pytest.mark.lab
 
@@ -125,11 +124,9 @@ def test_changed_link_settings_restart_only_the_emulator(make_lab):
 
 
 def test_container_lab_hosts_boot_and_talk_across_the_wan(make_lab):
-    reason = missing_lab_requirements(need_containers=True)
+    reason = missing_lab_requirements(need_containers=True)  # podman and the lab image
     if reason:
         pytest.skip(reason)
-    if podman("image", "exists", DEFAULT_IMAGE, check=False).returncode != 0:
-        pytest.skip(f"image {DEFAULT_IMAGE} not built (lab/image/build-image.sh)")
     lab = make_lab(two_site_raw(delay_ms=10, rate_mbit=50), host_kind="container")
     container = lab.spec.container("near1")
     inside = podman("exec", container, "sh", "-c",
