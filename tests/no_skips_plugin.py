@@ -1,4 +1,4 @@
-"""pytest plugin the test command loads for the lab and benchmark gates (-p no_skips_plugin).
+"""pytest plugin the test command loads for the lab and benchmark gates (-p tests.no_skips_plugin).
 
 Those tests skip themselves where a lab cannot be built (not root, no TUN, no image, the lab in
 use). Run by scripts/test.sh, a skip means an acceptance check did not happen, so it fails.
