@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, missing_lab_requirements
-from lab_traffic import iperf3, received_mbit, set_sysctls
+from lab_traffic import set_sysctls
 from trainnet_lab.lab import Lab, LabError
 from trainnet_lab.spec import build_spec
 
@@ -42,7 +42,7 @@ FAR = "198.19.102.10"
 def raw(**link) -> dict:
     return {
         "sites": {"near": {"lan": "198.19.101.0/24"}, "far": {"lan": "198.19.102.0/24"}},
-        "links": [{"sites": ["near", "far"], "delay_ms": ONE_WAY_MS, "rate_mbit": 50, **link}],
+        "links": [{"sites": ["near", "far"], "delay_ms": ONE_WAY_MS, "rate_mbit": RATE_MBIT, **link}],
         "hosts": {"near1": {"site": "near", "address": "198.19.101.10"},
                   "far1": {"site": "far", "address": FAR}},
         "seed": 11,
@@ -132,20 +132,39 @@ def test_path_mtu_within_8_bytes_and_black_hole_seen(acc_lab, figure):
     assert result["pmtu_blackhole"] is True
 
 
-def test_throughput_within_10_percent_of_iperf3_and_default_timing(acc_lab, figure):
+RATE_MBIT = 50
+# TCP goodput the emulator's rate allows: payload (MSS 1448) of each 1500-byte packet on the wire
+GOODPUT_CEILING = RATE_MBIT * 1448 / 1500
+# The module's documented bound for a default measurement at 150 ms RTT (about 15 s), with room for
+# the longer iperf3 connect budget and a loaded CI machine.
+DEFAULT_WALL_S = 25
+
+
+def test_throughput_against_the_link_rate_and_default_timing(acc_lab, figure):
+    """Independent reference: the emulator's configured rate and its own packet counters, not a
+    second iperf3 run; and the module's wall time is asserted, not just reported."""
     lab = acc_lab(loss=0.0, mtu=1500, icmp_blackhole=False)
     for host in ("near1", "far1"):
         set_sysctls(lab, host, ROOMY_BUFFERS)
     port = 5411
+    before = {k: dict(v) for link in lab.status()["links"] for k, v in link["directions"].items()}
     with lab.serving("far1", ["iperf3", "-s", "-1", "-p", str(port)], port, seconds=60):
         # The module's defaults (200 probes, PMTU search, 10 s iperf3) apart from cc and port.
         result = run_module(lab, "near1", 70, peer=FAR, iperf3_port=port, congestion_control="bbr")
     assert not result.get("failed"), result.get("msg")
-    reference = received_mbit(iperf3(lab, "near1", "far1", "-C", "bbr", "-t", "10", duration=10,
-                                     port=port + 1))
+    after = {k: dict(v) for link in lab.status()["links"] for k, v in link["directions"].items()}
+    # the busiest direction carried the data: its packets bound what the receiver can have got
+    forwarded = max(after[k].get("tx_packets", 0) - before.get(k, {}).get("tx_packets", 0) for k in after)
+    counted_mbit = forwarded * 1500 * 8 / 1e6 / 10
     measured = result["throughput_mbps"]
-    ok = reference > 0 and abs(measured - reference) <= 0.10 * reference
-    figure(f"module {measured} Mbit/s vs iperf3 {reference:.2f} Mbit/s; default measurement "
-           f"took {result['duration_s']} s (wall {result['_wall_s']:.1f} s)",
-           "within 10%; duration <= 20 s (reported)", ok)
-    assert ok
+    ok_rate = 0.80 * GOODPUT_CEILING <= measured <= 1.02 * GOODPUT_CEILING
+    ok_counters = measured <= counted_mbit * 1.05
+    ok_time = result["_wall_s"] <= DEFAULT_WALL_S and result["duration_s"] <= DEFAULT_WALL_S
+    figure(f"module {measured} Mbit/s; link rate {RATE_MBIT} Mbit/s (goodput ceiling {GOODPUT_CEILING:.1f}); "
+           f"emulator forwarded {forwarded} packets (<= {counted_mbit:.1f} Mbit/s over 10 s); default "
+           f"measurement took {result['duration_s']} s (wall {result['_wall_s']:.1f} s)",
+           f"80-102% of the goodput ceiling; within the emulator's count; wall <= {DEFAULT_WALL_S} s",
+           ok_rate and ok_counters and ok_time)
+    assert ok_rate, (measured, GOODPUT_CEILING)
+    assert ok_counters, (measured, counted_mbit)
+    assert ok_time, (result["_wall_s"], result["duration_s"])
