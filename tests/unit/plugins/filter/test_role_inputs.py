@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import unknown_variables
+
+KNOWN = ['measure_results_dir', 'measure_duration', 'measure_pairs', 'measure_pair_thresholds']
+
+
+def test_known_names_pass():
+    assert unknown_variables(['measure_duration', 'measure_pairs'], KNOWN, 'measure_') == []
+
+
+def test_misspelt_name_gets_the_closest_known():
+    assert unknown_variables(['measure_output_dir', 'measure_duraton'], KNOWN, 'measure_') == [
+        'measure_duraton (did you mean measure_duration?)',
+        'measure_output_dir (did you mean measure_results_dir?)',
+    ]
+
+
+def test_retired_prefix_is_compared_by_its_tail():
+    assert unknown_variables(['trainnet_measure_duration'], KNOWN, 'measure_') == [
+        'trainnet_measure_duration (did you mean measure_duration?)']
+
+
+def test_nothing_close_is_named_alone():
+    assert unknown_variables(['measure_zzzzzzzzzz', 'measure_zzzzzzzzzz'], KNOWN, 'measure_') == ['measure_zzzzzzzzzz']
+
+
+@pytest.mark.parametrize('args', [('x', KNOWN), (['a'], 'b'), (['a'], [1]), (['a'], KNOWN, 3)])
+def test_bad_arguments(args):
+    with pytest.raises(AnsibleFilterError):
+        unknown_variables(*args)
