@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Filters that check a role's inputs. Documentation: unknown_variables.yml next to this file."""
+"""Filters that check a role's inputs. Documentation: unknown_variables.yml and mtu_problem.yml next to this file."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +13,8 @@ import difflib
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
 
 
 def _names(value, what):
@@ -46,8 +48,19 @@ def unknown_variables(names, known, prefix=''):
     return out
 
 
+def mtu_problem(value, name):
+    """'' when `value` is an MTU the collection may set, else '<name>=<value> is outside ...'."""
+    try:
+        ok = not isinstance(value, bool) and MTU_MIN <= int(str(value)) <= MTU_MAX
+    except ValueError:
+        ok = False
+    if ok:
+        return ''
+    return '%s=%s is outside the allowed range %d-%d' % (name, value, MTU_MIN, MTU_MAX)
+
+
 class FilterModule(object):
     """Role input checks of longhaul.trainnet."""
 
     def filters(self):
-        return {'unknown_variables': unknown_variables}
+        return {'mtu_problem': mtu_problem, 'unknown_variables': unknown_variables}

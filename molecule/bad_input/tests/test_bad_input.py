@@ -39,6 +39,11 @@ BAD_INPUTS = [
      ["/proc/sys/net/ipv4/tcp_rmen does not exist", "misspelt", "from data_plane_sysctl_extra"]),
     ("congestion-control-not-in-kernel", {"data_plane_congestion_control": "htcp"},
      ["congestion control htcp is not available in this kernel", "from data_plane_congestion_control"]),
+    # A misspelt role variable would be ignored in silence; preflight names the closest known one.
+    ("misspelt-role-variable", {"data_plane_mtu_verfy_hosts": ["198.18.9.9"]},
+     ["data_plane_mtu_verfy_hosts (did you mean data_plane_mtu_verify_hosts?)"]),
+    ("env-name-with-command", {"data_plane_env_extra": {"X=$(touch /tmp/pwned); Y": "1"}},
+     ["data_plane_env_extra", "not a valid environment variable name"]),
     ("unknown-congestion-control-extra", {"data_plane_sysctl_extra": {"net.ipv4.tcp_congestion_control": "turbo"}},
      ["congestion control turbo is not available in this kernel", "from data_plane_sysctl_extra"]),
 ]

@@ -11,7 +11,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import unknown_variables
+from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import mtu_problem, unknown_variables
 
 KNOWN = ['measure_results_dir', 'measure_duration', 'measure_pairs', 'measure_pair_thresholds']
 
@@ -40,3 +40,14 @@ def test_nothing_close_is_named_alone():
 def test_bad_arguments(args):
     with pytest.raises(AnsibleFilterError):
         unknown_variables(*args)
+
+
+@pytest.mark.parametrize('value, problem', [
+    (1400, ''), ('576', ''), (9000, ''),
+    (575, 'data_plane_mtu=575 is outside the allowed range 576-9000'),
+    (9600, 'data_plane_mtu=9600 is outside the allowed range 576-9000'),
+    ('abc', 'data_plane_mtu=abc is outside the allowed range 576-9000'),
+    (True, 'data_plane_mtu=True is outside the allowed range 576-9000'),
+])
+def test_mtu_problem(value, problem):
+    assert mtu_problem(value, 'data_plane_mtu') == problem
