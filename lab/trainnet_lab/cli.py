@@ -3,6 +3,12 @@
   up        build the lab from the inventory (idempotent: completes or repairs a lab that is up)
   down      remove everything the lab created (safe to repeat); exits 1 if anything is left
   status    hosts, links with emulator counters, emulator health; exits 1 when unhealthy
+  link      change a running link without restarting the emulator, e.g.
+              link cn-home,us-west down        (silent drop of every packet, both directions)
+              link cn-home,us-west up
+              link cn-home,us-west set loss=0.02 delay_ms=120
+              link cn-home,us-west reset       (back to the inventory's settings)
+              link cn-home,us-west show
   validate  check the inventory's lab description without root or side effects
 """
 
@@ -13,6 +19,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import yaml
 
 from . import DEFAULT_LAB_NAME, STATE_ROOT
 from .inventory import InventoryError, read_inventory
@@ -93,18 +101,25 @@ def print_status(report: dict) -> None:
     print("\nlinks:")
     header = (f"  {'direction':<20}{'config':<40}{'rx pkts':>10}{'tx pkts':>10}{'Mbit/s':>8}"
               f"{'loss':>7}{'queue':>7}{'mtu':>6}{'icmp':>6}")
-    print(header)
+    print(header + f"{'down':>8}")
     for link in report["links"]:
-        config = (f"{link['delay_ms']:g}ms {link['rate_mbit']:g}Mbit loss {link['loss']:g} "
+        config = (f"{'DOWN ' if link.get('down') else ''}{link['delay_ms']:g}ms "
+                  f"{link['rate_mbit']:g}Mbit loss {link['loss']:g} "
                   f"mtu {link['mtu']}{' bh' if link['icmp_blackhole'] else ''}")
         for direction, c in link["directions"].items():
             print(f"  {direction:<20}{config:<40}{_format_count(c.get('rx_packets')):>10}"
                   f"{_format_count(c.get('tx_packets')):>10}{_format_count(c.get('tx_mbit_per_s')):>8}"
                   f"{_format_count(c.get('drop_loss')):>7}{_format_count(c.get('drop_queue')):>7}"
                   f"{_format_count(c.get('drop_mtu')):>6}"
-                  f"{_format_count(c.get('icmp_frag_needed_sent')):>6}")
-    print("  (drops by cause: loss, queue = drop-tail, mtu = over the path MTU; "
-          "icmp = frag-needed sent)")
+                  f"{_format_count(c.get('icmp_frag_needed_sent')):>6}"
+                  f"{_format_count(c.get('drop_down')):>8}")
+    print("  (drops by cause: loss, queue = drop-tail, mtu = over the path MTU, down = link cut "
+          "with `lab link`; icmp = frag-needed sent)")
+    changed = {link["link"]: link["runtime_change"] for link in report["links"]
+               if link.get("runtime_change")}
+    for name, change in changed.items():
+        print(f"  {name} changed at runtime (lab link ... reset undoes it): "
+              + ", ".join(f"{k}={v}" for k, v in change.items()))
     overflow = {r["site"]: r["tun"]["overflow_drops"] for r in report["routers"]
                 if r.get("tun") and r["tun"].get("overflow_drops")}
     if overflow:
@@ -124,6 +139,61 @@ def cmd_status(args) -> int:
     else:
         print_status(report)
     return 0 if report.get("healthy") else 1
+
+
+LINK_ACTIONS = ("down", "up", "set", "reset", "show")
+
+
+def parse_link_settings(items: list[str]) -> dict:
+    """['loss=0.02', 'delay_ms=120,jitter_ms=2'] -> {'loss': 0.02, 'delay_ms': 120, ...}."""
+    settings = {}
+    for item in (part for text in items for part in text.split(",") if part.strip()):
+        key, separator, value = item.partition("=")
+        if not separator or not key.strip():
+            raise SpecError([f"link set: {item!r} is not FIELD=VALUE "
+                             "(e.g. loss=0.02 delay_ms=120)"])
+        settings[key.strip()] = yaml.safe_load(value)
+    return settings
+
+
+def _describe_link(name: str, settings: dict, change: dict | None) -> str:
+    state = "DOWN (every packet dropped, both directions)" if settings.get("down") else "up"
+    text = (f"link {name}: {state}; {settings['delay_ms']:g} ms one way, jitter "
+            f"{settings['jitter_ms']:g} ms, {settings['rate_mbit']:g} Mbit/s, loss "
+            f"{settings['loss']:g}, queue {settings['queue_bytes']} B, mtu {settings['mtu']}"
+            f"{' (ICMP black hole)' if settings['icmp_blackhole'] else ''}")
+    changed = {k: v for k, v in (change or {}).items() if k != "sites"}
+    return text + (f"\n  changed at runtime: {changed}" if changed
+                   else "\n  as in the inventory")
+
+
+def cmd_link(args) -> int:
+    lab = Lab.from_state(args.name, args.state_root)
+    pair = [s.strip() for s in args.link_sites.replace("<->", ",").split(",") if s.strip()]
+    if len(pair) != 2:
+        raise SpecError([f"link: {args.link_sites!r} must name two sites, e.g. cn-home,us-west"])
+    if args.action != "set" and args.settings:
+        raise SpecError([f"link {args.action}: takes no FIELD=VALUE (use `set`)"])
+    if args.action == "set" and not args.settings:
+        raise SpecError(["link set: give at least one FIELD=VALUE, e.g. loss=0.02 delay_ms=120"])
+    pid = lab.emulator_pid()
+    if args.action == "show":
+        name = lab.link_name(*pair)
+        reply = lab.show_links()
+        print(_describe_link(name, reply["links"][name][name.replace("<->", "->")],
+                             reply["runtime"].get(name)))
+        return 0
+    if args.action == "reset":
+        reply = lab.reset_link(*pair)
+    elif args.action in ("down", "up"):
+        reply = lab.set_link(*pair, down=args.action == "down")
+    else:
+        reply = lab.set_link(*pair, **parse_link_settings(args.settings))
+    name = reply["link"]
+    print(_describe_link(name, reply["directions"][name.replace("<->", "->")], reply["runtime"]))
+    print(f"  applied by emulator pid {pid} (not restarted); counters: "
+          f"python3 lab/lab.py status --name {args.name}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="show hosts, links, emulator health")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
+    link = sub.add_parser("link", parents=[common],
+                          help="cut, restore or change a running link (emulator keeps running)")
+    link.add_argument("link_sites", metavar="SITE_A,SITE_B")
+    link.add_argument("action", choices=LINK_ACTIONS)
+    link.add_argument("settings", nargs="*", metavar="FIELD=VALUE",
+                      help="for set: delay_ms, jitter_ms, rate_mbit, loss, queue_bytes (0 = one "
+                           "BDP), mtu, icmp_blackhole")
+    link.set_defaults(func=cmd_link)
     sub.add_parser("validate", parents=[common], help="check the inventory only").set_defaults(
         func=cmd_validate)
     return parser

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from . import STATE_ROOT, netns
 from .netns import CommandError, ip, ip_batch
 from .emulator import TUN_NAME
-from .spec import LAN_INTERFACE, LabSpec
+from .spec import LAN_INTERFACE, LabSpec, SpecError, validate_runtime_settings
 
 LAB_DIR = Path(__file__).resolve().parent.parent          # lab/
 CONTAINERS_CONF = LAB_DIR / "containers.conf"
@@ -36,6 +37,7 @@ EMULATOR_MODULE = "trainnet_lab.emulator"
 EMULATOR_READY_TIMEOUT = 15.0
 EMULATOR_STALE_AFTER = 5.0        # seconds without a status update before it counts as hung
 SYSTEMD_BOOT_TIMEOUT = 120
+CONTROL_TIMEOUT = 5.0             # seconds for the emulator to acknowledge a link change
 
 ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
 SYSCTL_RESTORE_FILE = "sysctl-restore.json"  # shared by all labs: restored when the last goes down
@@ -384,6 +386,12 @@ class Lab:
         if pid:
             log(f"emulator {pid}: link settings changed, restarting it")
             self._stop_emulator()
+            # New inventory settings are the truth again; runtime changes (`lab link`) survive
+            # only a restart of a dead emulator with unchanged settings.
+            runtime_file = Path(config["runtime_file"])
+            if runtime_file.exists():
+                log(f"runtime link changes dropped: {runtime_file.read_text().strip()}")
+                runtime_file.unlink()
         self.emulator_config_file.write_text(json.dumps(config, indent=1))
         status_file = Path(config["status_file"])
         status_file.unlink(missing_ok=True)
@@ -417,6 +425,80 @@ class Lab:
             return "\n".join(self.emulator_log.read_text().splitlines()[-lines:])
         except OSError:
             return "(no emulator log)"
+
+    # --- runtime link control ------------------------------------------------------------------
+
+    def control(self, request: dict, timeout: float = CONTROL_TIMEOUT) -> dict:
+        """Send one request to the running emulator's control socket; return its reply."""
+        self.state = self.state or self._load_state()
+        if not self.state:
+            raise LabError(f"lab {self.spec.name} is not up")
+        if self.emulator_pid() is None:
+            raise LabError(f"the WAN emulator of lab {self.spec.name} is not running; "
+                           "`lab up` restarts it")
+        path = self.state_dir / "control.sock"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+            connection.settimeout(timeout)
+            try:
+                connection.connect(str(path))
+                connection.send(json.dumps(request).encode())
+                reply = connection.recv(1 << 20)
+            except OSError as error:  # includes the timeout
+                raise LabError(f"the emulator did not answer on {path}: {error}") from error
+        try:
+            return json.loads(reply)
+        except ValueError as error:
+            raise LabError(f"the emulator answered {reply[:200]!r}, not JSON") from error
+
+    def link_name(self, a: str, b: str) -> str:
+        link = self.spec.link_between(a, b)
+        if link is None:
+            known = ", ".join(link.name for link in self.spec.links)
+            raise SpecError([f"lab {self.spec.name} has no link between {a} and {b} "
+                             f"(links: {known or 'none'})"])
+        return link.name
+
+    def set_link(self, a: str, b: str, *, down: bool | None = None, **settings) -> dict:
+        """Change a running link in both directions without restarting the emulator.
+
+        down=True drops every packet silently (no ICMP, interfaces stay up), down=False restores;
+        settings are any of delay_ms, jitter_ms, rate_mbit, loss, queue_bytes, mtu,
+        icmp_blackhole. Validated first (SpecError naming the link and field), then applied
+        atomically by the emulator; returns its acknowledgement (the link's new settings).
+        """
+        name = self.link_name(a, b)
+        if down is not None and not isinstance(down, bool):
+            raise SpecError([f"link {name}: down = {down!r} must be true or false"])
+        current = self.link_settings(a, b)
+        problems = validate_runtime_settings(name, current, settings)
+        if problems:
+            raise SpecError(problems)
+        return self._checked(self.control({"op": "set", "sites": name.split("<->"),
+                                           "down": down, "settings": settings}))
+
+    def reset_link(self, a: str, b: str) -> dict:
+        """Back to the inventory's settings (and up)."""
+        name = self.link_name(a, b)
+        return self._checked(self.control({"op": "reset", "sites": name.split("<->")}))
+
+    def link_settings(self, a: str, b: str) -> dict:
+        """The running link's settings (one direction's; both are always set together)."""
+        name = self.link_name(a, b)
+        reply = self.show_links()
+        direction = name.replace("<->", "->")
+        settings = dict(reply["links"][name][direction])
+        settings.pop("down", None)
+        return settings
+
+    def show_links(self) -> dict:
+        """Every link's running settings per direction, and the runtime changes."""
+        return self._checked(self.control({"op": "show"}))
+
+    @staticmethod
+    def _checked(reply: dict) -> dict:
+        if not reply.get("ok"):
+            raise LabError(f"the emulator refused: {reply.get('error')}")
+        return reply
 
     def _stop_emulator(self) -> None:
         pids = set(self._find_emulators())
@@ -551,12 +633,13 @@ class Lab:
         report["hosts"] = hosts
         emulator = {"pid": self.emulator_pid(), "log": str(self.emulator_log)}
         status_file = self.state_dir / "emulator-status.json"
-        counters = {}
+        counters, runtime = {}, {}
         try:
             emulator_status = json.loads(status_file.read_text())
             emulator["status_age_s"] = round(time.time() - emulator_status["updated"], 1)
             emulator["ready"] = emulator_status.get("ready", False)
             counters = emulator_status.get("links", {})
+            runtime = emulator_status.get("runtime", {})
             emulator["sites"] = emulator_status.get("sites", {})
         except (OSError, ValueError, KeyError):
             emulator["status_age_s"] = None
@@ -580,7 +663,13 @@ class Lab:
             entry = {"link": link.name, "delay_ms": link.delay_ms, "jitter_ms": link.jitter_ms,
                      "rate_mbit": link.rate_mbit, "loss": link.loss,
                      "queue_bytes": link.effective_queue_bytes, "mtu": link.mtu,
-                     "icmp_blackhole": link.icmp_blackhole, "directions": {}}
+                     "icmp_blackhole": link.icmp_blackhole, "down": False, "directions": {}}
+            # The running emulator's settings win: `lab link` may have changed them.
+            live = counters.get(link.name.replace("<->", "->"), {})
+            entry.update({k: live[k] for k in (*entry.keys(), "down") if k in live
+                          and k not in ("link", "directions")})
+            entry["runtime_change"] = {k: v for k, v in runtime.get(link.name, {}).items()
+                                       if k != "sites"}
             for direction in link.directed():
                 key = f"{direction['src']}->{direction['dst']}"
                 entry["directions"][key] = counters.get(key, {}).get("counters", {})

@@ -1,6 +1,8 @@
 """One direction of a WAN link: the physics the emulator applies to each packet.
 
 Model (per directed site pair), in the order a packet meets it:
+  0. link down (runtime control, `lab link A,B down`): every packet vanishes, no ICMP, counted
+     as drop_down; packets already on the delay line still arrive (they were past the cut);
   1. path MTU: a packet larger than the MTU does not enter (the emulator black-holes it, answers
      with ICMP "fragmentation needed", or fragments it when DF is clear);
   2. random loss: seeded Bernoulli trial per packet (like netem, a lost packet takes no queue space);
@@ -38,8 +40,11 @@ def auto_queue_bytes(rate_mbit: float, delay_ms: float) -> int:
 class DirectedLink:
     """Shapes packets from one site to another. Counters are plain attributes for speed."""
 
-    COUNTERS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
+    COUNTERS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drop_down",
                 "drop_loss", "drop_queue", "drop_mtu", "icmp_frag_needed_sent", "fragmented")
+    # What the runtime control channel may change (sites and seed are the link's identity).
+    SETTABLE = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "queue_bytes", "mtu",
+                "icmp_blackhole")
 
     def __init__(self, src: str, dst: str, *, rate_mbit: float, delay_ms: float,
                  jitter_ms: float = 0.0, loss: float = 0.0, queue_bytes: int = 0,
@@ -47,15 +52,9 @@ class DirectedLink:
         self.src = src
         self.dst = dst
         self.name = f"{src}->{dst}"
-        self.rate_mbit = rate_mbit
-        self.seconds_per_byte = 8.0 / (rate_mbit * 1e6)
-        self.bytes_per_second = rate_mbit * 1e6 / 8.0
-        self.delay = delay_ms / 1000.0
-        self.jitter = jitter_ms / 1000.0
-        self.loss = loss
-        self.queue_bytes = queue_bytes or auto_queue_bytes(rate_mbit, delay_ms)
-        self.mtu = mtu
-        self.icmp_blackhole = icmp_blackhole
+        self.down = False
+        self.configure(rate_mbit=rate_mbit, delay_ms=delay_ms, jitter_ms=jitter_ms, loss=loss,
+                       queue_bytes=queue_bytes, mtu=mtu, icmp_blackhole=icmp_blackhole)
         # Separate generators so that enabling jitter does not change which packets are lost.
         self._loss_random = random.Random(f"{seed}:{self.name}:loss").random
         self._jitter_random = random.Random(f"{seed}:{self.name}:jitter").uniform
@@ -66,6 +65,38 @@ class DirectedLink:
         for counter in self.COUNTERS:
             setattr(self, counter, 0)
 
+    def configure(self, **settings) -> None:
+        """Set any of SETTABLE. Packets already queued keep their release times, and the link
+        still never reorders: after a delay decrease new packets wait behind the old ones."""
+        unknown = set(settings) - set(self.SETTABLE)
+        if unknown:
+            raise ValueError(f"not settable on a running link: {', '.join(sorted(unknown))}")
+        if "rate_mbit" in settings:
+            self.rate_mbit = settings["rate_mbit"]
+            self.seconds_per_byte = 8.0 / (self.rate_mbit * 1e6)
+            self.bytes_per_second = self.rate_mbit * 1e6 / 8.0
+        # The given milliseconds are kept as given, so settings() reports them without rounding.
+        if "delay_ms" in settings:
+            self.delay_ms = settings["delay_ms"]
+            self.delay = float(self.delay_ms) / 1000.0
+        if "jitter_ms" in settings:
+            self.jitter_ms = settings["jitter_ms"]
+            self.jitter = float(self.jitter_ms) / 1000.0
+        if "loss" in settings:
+            self.loss = settings["loss"]
+        if "queue_bytes" in settings:
+            self.queue_bytes = int(settings["queue_bytes"]) or auto_queue_bytes(
+                self.rate_mbit, self.delay_ms)
+        if "mtu" in settings:
+            self.mtu = int(settings["mtu"])
+        if "icmp_blackhole" in settings:
+            self.icmp_blackhole = bool(settings["icmp_blackhole"])
+
+    def settings(self) -> dict:
+        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
+                "rate_mbit": self.rate_mbit, "loss": self.loss, "queue_bytes": self.queue_bytes,
+                "mtu": self.mtu, "icmp_blackhole": self.icmp_blackhole, "down": self.down}
+
     def backlog_bytes(self, now: float) -> float:
         """Bytes still waiting for (or in) serialisation at time now."""
         return max(0.0, (self.last_departure - now) * self.bytes_per_second)
@@ -75,6 +106,10 @@ class DirectedLink:
         size = len(packet)
         self.rx_packets += 1
         self.rx_bytes += size
+        if self.down:
+            # Before the MTU check: a cut path answers nothing, not even frag-needed.
+            self.drop_down += 1
+            return DROPPED
         if size > self.mtu:
             return TOO_BIG
         if self.loss and self._loss_random() < self.loss:

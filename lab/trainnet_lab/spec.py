@@ -167,6 +167,8 @@ class LabSpec:
             "lab": self.name, "seed": self.seed, "tun_mtu": LAN_MTU,
             "status_file": f"{state_dir}/emulator-status.json",
             "pid_file": f"{state_dir}/emulator.pid",
+            "control_socket": f"{state_dir}/control.sock",
+            "runtime_file": f"{state_dir}/runtime-links.json",
             "sites": [{"name": s.name, "netns": self.router_netns(s.name), "lan": s.lan,
                        "router_address": s.router_address} for s in self.sites.values()],
             "links": [d for link in self.links for d in link.directed()],
@@ -274,6 +276,23 @@ def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str])
                 rate_mbit=values["rate_mbit"], jitter_ms=values["jitter_ms"], loss=values["loss"],
                 queue_bytes=values["queue_bytes"], mtu=values["mtu"],
                 icmp_blackhole=values["icmp_blackhole"])
+
+
+RUNTIME_FIELDS = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "queue_bytes", "mtu",
+                  "icmp_blackhole")
+
+
+def validate_runtime_settings(link_name: str, current: dict, settings: dict) -> list[str]:
+    """Problems with changing a running link `a<->b` from `current` by `settings` (the same rules
+    and messages as the inventory's, plus which fields a running link can change)."""
+    where = f"link {link_name}"
+    problems = [f"{where}: {field!r} cannot be changed on a running link (settable: "
+                f"{', '.join(RUNTIME_FIELDS)})" for field in sorted(set(settings) - set(RUNTIME_FIELDS))]
+    if problems:
+        return problems
+    pair = link_name.split("<->")
+    _validate_link(0, {**current, **settings, "sites": pair}, dict.fromkeys(pair), problems)
+    return problems
 
 
 def _validate_hosts(raw_hosts, sites: dict[str, Site], problems: list[str]) -> dict[str, Host]:
