@@ -1,0 +1,214 @@
+"""Verify the control_plane role on three hosts (home master + two anchors) joined by a bridge:
+tunnels with recent handshakes, BFD sessions Up, the rendezvous route via the primary anchor and
+its move to the secondary when the primary's underlay is cut, the firewall seen from a host that
+is not a peer, the quoted env file, keys that never leave their host, and a --limit run that
+changes nothing."""
+
+import os
+import re
+import shlex
+import subprocess
+import time
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
+MASTER, USW, USE = "trainnet-molecule-cp-master", "trainnet-molecule-cp-usw", "trainnet-molecule-cp-use"
+RDV = "10.255.0.1"
+WAN_NETNS = "trainnet-molcp-wan"
+OUTSIDER = "192.0.2.99"  # an address on the bridge that is no peer
+# Long inventory names give id-based interface names: wg-id<N>, N = tunnel address offset.
+IF_TO = {MASTER: "wg-id1", USW: "wg-id2", USE: "wg-id3"}
+UNDERLAY = {MASTER: "192.0.2.1", USW: "192.0.2.2", USE: "192.0.2.3"}
+
+testinfra_hosts = ["podman://" + name for name in
+                   testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
+
+
+def on(name):
+    return testinfra.get_host("podman://" + name)
+
+
+def name_of(host):
+    return host.backend.name
+
+
+def peers_of(name):
+    return [n for n in (MASTER, USW, USE) if n != name]
+
+
+def wait_for(predicate, seconds, step=0.2):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+def rdv_dev(host):
+    out = host.check_output("ip route get %s", RDV)
+    match = re.search(r" dev (\S+)", out)
+    return match.group(1) if match else None
+
+
+def test_tunnels_have_recent_handshakes_and_mtu(host):
+    me = name_of(host)
+    for peer in peers_of(me):
+        ifname = IF_TO[peer]
+        link = host.check_output("ip -o link show dev %s", ifname)
+        assert "mtu 1320" in link  # path MTU 1400 - 80
+        stamp = wait_for(lambda: int(host.check_output("wg show %s latest-handshakes", ifname).split()[-1]), 15)
+        assert 0 < time.time() - stamp < 180, (ifname, stamp)
+
+
+def test_bfd_sessions_up_on_every_tunnel(host):
+    def sessions():
+        out = host.check_output("birdc show bfd sessions")
+        return dict((m.group(1), m.group(2)) for m in re.finditer(r"^\S+\s+(wg-\S+)\s+(\S+)", out, re.M))
+    got = wait_for(lambda: sessions() if all(sessions().get(IF_TO[p]) == "Up" for p in peers_of(name_of(host)))
+                   else None, 15)
+    assert got, sessions()
+
+
+def test_rendezvous_via_primary_and_reachable():
+    master = on(MASTER)
+    assert wait_for(lambda: rdv_dev(master) == IF_TO[USW], 10), master.check_output("ip route")
+    # The stable overlay address is the source (it survives a path change).
+    assert "src 10.254.0.1" in master.check_output("ip route get %s", RDV)
+    assert master.run("ping -n -c 3 -W 2 %s", RDV).rc == 0
+    assert on(USW).check_output("ip -o addr show dev lo").count(RDV) == 1
+    assert RDV not in on(USE).check_output("ip -o addr show dev lo")
+
+
+def test_private_key_0600_and_never_in_arguments(host):
+    key = host.file("/etc/trainnet/wireguard/private.key")
+    assert key.mode == 0o600 and key.user == "root"
+    secret = key.content_string.strip()
+    assert len(secret) == 44
+    cmdlines = host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
+    assert secret not in cmdlines
+    for ifname in (IF_TO[p] for p in peers_of(name_of(host))):
+        assert secret not in host.file("/etc/trainnet/wireguard/%s.env" % ifname).content_string
+
+
+def test_env_file_on_training_node_is_quoted_and_complete():
+    master = on(MASTER)
+    env = master.file("/etc/trainnet/control_plane.env")
+    assert env.mode == 0o644
+    for line in env.content_string.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.split("=", 1)
+            assert re.match(r"^[A-Z_][A-Z0-9_]*$", name)
+            # shlex round-trip: the value is one shell word that assigns literally
+            assert len(shlex.split(value)) == 1 and shlex.quote(shlex.split(value)[0]) == value
+    out = master.check_output("env -i bash -c 'set -a; . /etc/trainnet/control_plane.env; env'")
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert values["MASTER_ADDR"] == RDV and values["MASTER_PORT"] == "29500"
+    assert values["PET_RDZV_BACKEND"] == "c10d" and values["PET_RDZV_ENDPOINT"] == RDV + ":29400"
+    assert "read_timeout=300" in values["PET_RDZV_CONF"] and "join_timeout=900" in values["PET_RDZV_CONF"]
+    assert values["PET_LOCAL_ADDR"] == "192.0.2.1"
+    # Anchors are not training nodes here.
+    assert not on(USW).file("/etc/trainnet/control_plane.env").exists
+
+
+def test_watchdog_metrics():
+    master = on(MASTER)
+    master.check_output("systemctl start trainnet-control-plane-watchdog.service")
+    text = master.file("/var/lib/prometheus/node-exporter/trainnet_control_plane.prom").content_string
+    assert re.search(r'trainnet_control_plane_bfd_session_up\{interface="wg-id2",.*state="Up"\} 1', text), text
+    assert re.search(r'trainnet_control_plane_handshake_age_seconds\{interface="wg-id2",peer="%s"\} \d' % USW, text)
+    assert 'trainnet_control_plane_active_anchor{anchor="%s",interface="wg-id2"' % USW in text
+    assert "trainnet_control_plane_rendezvous_on_primary{primary=\"%s\"} 1" % USW in text
+    assert master.service("trainnet-control-plane-watchdog.timer").is_enabled
+
+
+def outsider(argv, timeout=10):
+    return subprocess.run(["ip", "netns", "exec", WAN_NETNS] + argv, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def counter(host, comment):
+    out = host.check_output("nft -a list table inet trainnet_control_plane")
+    match = re.search(r'counter packets (\d+) bytes \d+ drop comment "%s"' % comment, out)
+    assert match, out
+    return int(match.group(1))
+
+
+@pytest.fixture(name="outsider_address")
+def fixture_outsider_address():
+    subprocess.run(["ip", "-n", WAN_NETNS, "address", "replace", OUTSIDER + "/24", "dev", "br0"], check=True)
+    yield OUTSIDER
+    subprocess.run(["ip", "-n", WAN_NETNS, "address", "del", OUTSIDER + "/24", "dev", "br0"], check=False)
+
+
+def test_firewall_from_a_host_that_is_not_a_peer(outsider_address):
+    usw = on(USW)
+    # a listener on the rendezvous port for the length of this test (bounded by timeout)
+    usw.check_output("systemd-run --unit=cp-test-listener --collect timeout 30 python3 -c %s",
+                     "import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
+                     "s.bind(('0.0.0.0',29400));s.listen(8);time.sleep(30)")
+    time.sleep(1)
+    probe = ("import socket,sys;s=socket.socket();s.settimeout(3);"
+             "print(s.connect_ex((sys.argv[1],29400)))")
+    # From the master through the tunnel: accepted.
+    assert on(MASTER).check_output("python3 -c %s %s", probe, RDV).strip() == "0"
+    # From the outsider over the underlay: silently dropped (timeout, not refused).
+    before_tcp = counter(usw, "rendezvous-not-tunnel")
+    result = outsider(["python3", "-c", probe, UNDERLAY[USW]])
+    assert result.stdout.strip() not in ("0", ""), result
+    assert counter(usw, "rendezvous-not-tunnel") > before_tcp
+    # WireGuard's port from a source that is not the configured endpoint: dropped and counted.
+    before_wg = counter(usw, "wg-not-peer")
+    send = "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.sendto(b'x'*148,('%s',51801))" % UNDERLAY[USW]
+    assert outsider(["python3", "-c", send]).returncode == 0
+    assert wait_for(lambda: counter(usw, "wg-not-peer") > before_wg, 3)
+    # BFD from the outsider: dropped.
+    before_bfd = counter(usw, "bfd-not-tunnel")
+    send_bfd = "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.sendto(b'x'*24,('%s',3784))" % UNDERLAY[USW]
+    outsider(["python3", "-c", send_bfd])
+    assert wait_for(lambda: counter(usw, "bfd-not-tunnel") > before_bfd, 3)
+    usw.run("systemctl stop cp-test-listener")
+
+
+CUT = """table inet molecule_cut {
+  chain in { type filter hook input priority -10; ip saddr %s drop; }
+  chain out { type filter hook output priority -10; ip daddr %s drop; }
+}"""
+
+
+def test_failover_when_primary_underlay_is_cut():
+    master = on(MASTER)
+    assert wait_for(lambda: rdv_dev(master) == IF_TO[USW], 10)
+    try:
+        master.check_output("echo %s | nft -f -", CUT % (UNDERLAY[USW], UNDERLAY[USW]))
+        cut_at = time.monotonic()
+        assert wait_for(lambda: rdv_dev(master) == IF_TO[USE], 5, step=0.05), master.check_output("ip route")
+        switched = time.monotonic() - cut_at
+        assert switched < 3, switched
+        # The relay through us-east reaches the same server (us-west), from the same source address.
+        assert master.run("ping -n -c 3 -W 2 %s", RDV).rc == 0
+    finally:
+        master.run("nft delete table inet molecule_cut")
+    restored_at = time.monotonic()
+    assert wait_for(lambda: rdv_dev(master) == IF_TO[USW], 10, step=0.1), master.check_output("ip route")
+    assert time.monotonic() - restored_at < 10
+
+
+def test_limited_rerun_changes_nothing_and_logs_no_key():
+    """--limit to the master at -vvv: 0 changed, peers kept, no private key anywhere in the output."""
+    secrets = [on(n).file("/etc/trainnet/wireguard/private.key").content_string.strip() for n in (MASTER, USW, USE)]
+    before = on(MASTER).check_output("wg show all peers")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "--limit", MASTER, "-vvv"],
+        capture_output=True, text=True, timeout=600, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert re.search(r"%s\s*:\s*ok=\d+\s+changed=0\s" % MASTER, output), output[-2000:]
+    for secret in secrets:
+        assert secret not in output
+    assert on(MASTER).check_output("wg show all peers") == before
