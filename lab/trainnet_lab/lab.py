@@ -444,7 +444,9 @@ class Lab:
                 connection.send(json.dumps(request).encode())
                 reply = connection.recv(1 << 20)
             except OSError as error:  # includes the timeout
-                raise LabError(f"the emulator did not answer on {path}: {error}") from error
+                raise LabError(f"the emulator did not answer on {path}: {error} (an emulator "
+                               "started before link control existed has no socket: `lab up` "
+                               "restarts it)") from error
         try:
             return json.loads(reply)
         except ValueError as error:
