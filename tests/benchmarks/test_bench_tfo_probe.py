@@ -10,10 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
+from trainnet_bench import tfo_probe
 
-from trainnet_bench import tfo_probe  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
