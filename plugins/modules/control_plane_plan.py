@@ -64,10 +64,9 @@ options:
         elements: str
         default: []
       preshared_key:
-        description: WireGuard pre-shared key (base64 of 32 bytes), empty for none. Only checked, never returned.
+        description: WireGuard pre-shared key (base64 of 32 bytes), empty for none. Only checked, never returned or logged.
         type: str
         default: ''
-        no_log: true
   tunnel_network:
     description: Network holding every tunnel address.
     type: str
