@@ -239,7 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpecError as error:
-        print(f"lab {args.command}: refused, nothing was created.\n{error}", file=sys.stderr)
+        if args.command == "link":
+            print("lab link: refused, the link is unchanged:\n  - " + "\n  - ".join(error.problems),
+                  file=sys.stderr)
+        else:
+            print(f"lab {args.command}: refused, nothing was created.\n{error}", file=sys.stderr)
         return 2
     except (InventoryError, LabError) as error:
         print(f"lab {args.command}: {error}", file=sys.stderr)

@@ -205,6 +205,7 @@ def test_the_link_command_and_a_crash_restart_keep_the_cut(make_lab):
     assert reachable(lab, "near1", "far1") == 100
     refused = link_command("near,far", "set", "loss=2")
     assert refused.returncode == 2 and "loss = 2 must be a probability" in refused.stderr
+    assert "the link is unchanged" in refused.stderr
     status = subprocess.run([sys.executable, str(REPO_ROOT / "lab" / "lab.py"), "status",
                              "--name", TEST_LAB_NAME], capture_output=True, text=True, timeout=60,
                             check=False)
