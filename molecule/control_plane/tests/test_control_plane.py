@@ -205,8 +205,9 @@ def test_limited_rerun_changes_nothing_and_logs_no_key():
     before = on(MASTER).check_output("wg show all peers")
     proc = subprocess.run(
         ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "--limit", MASTER, "-vvv"],
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
         capture_output=True, text=True, timeout=600, check=False)
-    output = proc.stdout + proc.stderr
+    output = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     assert proc.returncode == 0, output[-3000:]
     changed = [line for line in output.splitlines() if line.startswith("changed:") or "changed=" in line]
     assert re.search(r"%s\s*:\s*ok=\d+\s+changed=0\s" % MASTER, output), changed
