@@ -106,23 +106,23 @@ def test_wireguard_crosses_the_emulated_wan_within_the_path_mtu(make_lab, figure
         assert tun.stdout.strip() == "tun", f"{host}: no /dev/net/tun"
 
     # The same interface name on both ends: each container has its own /var/run/wireguard.
-    keys = build_tunnel(lab, "cn-master", "usw-anchor", "wgtest0", ("10.254.1.0", "10.254.1.1"),
+    keys = build_tunnel(lab, "cn-master", "usw-anchor", "wgtest0", ("198.19.253.0", "198.19.253.1"),
                         west.mtu - WG_OVERHEAD)
     for host in ("cn-master", "usw-anchor"):
         shown = sh(lab, host, "wg show wgtest0 public-key")
         assert shown.stdout.strip() == keys[host]
-    assert tunnel_ping(lab, "cn-master", "10.254.1.1")["loss_pct"] <= 40  # 0.5% loss, handshake
+    assert tunnel_ping(lab, "cn-master", "198.19.253.1")["loss_pct"] <= 40  # 0.5% loss, handshake
     peer = sh(lab, "cn-master", "wg show wgtest0 endpoints").stdout
     underlay = lab.spec.hosts["usw-anchor"].address  # trainnet_lab_address is the endpoint
     assert f"{underlay}:{WG_PORTS['wgtest0']}" in peer
 
     # Full-size inner packets fit the 1400 path at MTU 1400 - 80 ...
-    full = tunnel_ping(lab, "cn-master", "10.254.1.1", size=west.mtu - WG_OVERHEAD - 28)
+    full = tunnel_ping(lab, "cn-master", "198.19.253.1", size=west.mtu - WG_OVERHEAD - 28)
     assert full["loss_pct"] <= 40, full
     # ... but not at WireGuard's usual 1420: the outer packets vanish in the black hole.
     before = emulator_counters(lab, "cn-home->us-west")["drop_mtu"]
     sh(lab, "cn-master", "ip link set wgtest0 mtu 1420")
-    too_big = tunnel_ping(lab, "cn-master", "10.254.1.1", size=1420 - 28, count=3)
+    too_big = tunnel_ping(lab, "cn-master", "198.19.253.1", size=1420 - 28, count=3)
     dropped = emulator_counters(lab, "cn-home->us-west")["drop_mtu"] - before
     sh(lab, "cn-master", f"ip link set wgtest0 mtu {west.mtu - WG_OVERHEAD}")
     figure(f"tunnel MTU {west.mtu - WG_OVERHEAD}: loss {full['loss_pct']}%; tunnel MTU 1420: "
@@ -131,17 +131,17 @@ def test_wireguard_crosses_the_emulated_wan_within_the_path_mtu(make_lab, figure
     assert too_big["loss_pct"] == 100 and dropped >= 3
 
     # Anchor <-> anchor across the 1500 path, and UDP from the other anchor's address.
-    build_tunnel(lab, "usw-anchor", "use-anchor", "wgtest1", ("10.254.3.0", "10.254.3.1"),
+    build_tunnel(lab, "usw-anchor", "use-anchor", "wgtest1", ("198.19.252.0", "198.19.252.1"),
                  anchors.mtu - WG_OVERHEAD)
-    assert tunnel_ping(lab, "usw-anchor", "10.254.3.1",
+    assert tunnel_ping(lab, "usw-anchor", "198.19.252.1",
                        size=anchors.mtu - WG_OVERHEAD - 28)["loss_pct"] <= 40
 
     # A silent cut: the tunnel stops carrying anything, but its interface stays up (WireGuard has
     # no link state: liveness must come from BFD). Restored, it carries again.
     lab.set_link("cn-home", "us-west", down=True)
-    assert tunnel_ping(lab, "cn-master", "10.254.1.1", count=3)["loss_pct"] == 100
+    assert tunnel_ping(lab, "cn-master", "198.19.253.1", count=3)["loss_pct"] == 100
     state = sh(lab, "cn-master", "ip -br link show wgtest0").stdout.split()
     assert state[1] in ("UNKNOWN", "UP"), state
-    assert tunnel_ping(lab, "usw-anchor", "10.254.3.1", count=3)["loss_pct"] <= 40
+    assert tunnel_ping(lab, "usw-anchor", "198.19.252.1", count=3)["loss_pct"] <= 40
     lab.set_link("cn-home", "us-west", down=False)
-    assert tunnel_ping(lab, "cn-master", "10.254.1.1")["loss_pct"] <= 40
+    assert tunnel_ping(lab, "cn-master", "198.19.253.1")["loss_pct"] <= 40

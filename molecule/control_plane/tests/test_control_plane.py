@@ -17,7 +17,7 @@ import testinfra.utils.ansible_runner
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
 MASTER, USW, USE = "trainnet-molecule-cp-master", "trainnet-molecule-cp-usw", "trainnet-molecule-cp-use"
-RDV = "10.255.0.1"
+RDV = "198.19.255.1"
 WAN_NETNS = "trainnet-molcp-wan"
 OUTSIDER = "192.0.2.99"  # an address on the bridge that is no peer
 # Long inventory names give id-based interface names: wg-id<N>, N = tunnel address offset.
@@ -79,7 +79,7 @@ def test_rendezvous_via_primary_and_reachable():
     master = on(MASTER)
     assert wait_for(lambda: rdv_dev(master) == IF_TO[USW], 10), master.check_output("ip route")
     # The stable overlay address is the source (it survives a path change).
-    assert "src 10.254.0.1" in master.check_output("ip route get %s", RDV)
+    assert "src 198.19.254.1" in master.check_output("ip route get %s", RDV)
     assert master.run("ping -n -c 3 -W 2 %s", RDV).rc == 0
     assert on(USW).check_output("ip -o addr show dev lo").count(RDV) == 1
     assert RDV not in on(USE).check_output("ip -o addr show dev lo")
