@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Failover of the control plane on the ocean lab (issue 10 item 3).
+
+Run as root from the checkout, holding the lab lock:
+  flock /tmp/trainnet-lab.lock bash -c 'source scripts/bootstrap.sh >/dev/null; \
+      python benchmarks/control_plane_failover.py'
+Brings the lab up, deploys the control plane (benchmarks/control_plane_deploy.yml), waits for
+BFD Up on the master, starts one long-lived TCP echo client (master -> rendezvous on the primary
+anchor), then per cut: ping every 10 ms and poll `ip route get` every 50 ms in the master, cut
+cn-home<->us-west with Lab.set_link, restore after CUT_S, observe POST_S. Writes
+benchmarks/results/failover/results.{json,md}. Always brings the lab down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainnet_bench import failover as fo
+from trainnet_lab.lab import Lab
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "failover"
+LAB = "trainnet-lab"
+MASTER = "trainnet-lab-cn-master"
+ANCHOR = "trainnet-lab-usw-anchor"
+RDV = "198.19.255.1"
+PORT = 29500
+PRE_S, CUT_S, POST_S = 3.0, 5.0, 8.0
+PRIMARY_RTT_MAX_MS = 210.0  # primary ~150 ms, relay via us-east ~270 ms
+
+SERVER = r"""
+import socket, sys, time
+end = time.time() + float(sys.argv[3])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(max(1.0, end - time.time()))
+c, _ = s.accept(); c.settimeout(1.0)
+while time.time() < end:
+    try:
+        d = c.recv(4096)
+    except socket.timeout:
+        continue
+    if not d:
+        break
+    c.sendall(d)
+"""
+
+CLIENT = r"""
+import os, socket, sys, time, select
+end = time.time() + float(sys.argv[3]); out = []; err = "ok"; buf = b""; n = 0; nxt = time.time()
+try:
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); c.setblocking(False)
+    while time.time() < end and not os.path.exists("/tmp/trainnet-failover-stop"):
+        now = time.time()
+        if now >= nxt:
+            c.sendall(b"%d\n" % n); out.append("S %.6f %d" % (now, n)); n += 1; nxt += 0.05
+        r, _, _ = select.select([c], [], [], max(0.0, min(0.05, nxt - time.time())))
+        if r:
+            d = c.recv(65536)
+            if not d:
+                err = "EOF"; break
+            buf += d; t = time.time()
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1); out.append("R %.6f %s" % (t, line.decode()))
+    c.close()
+except OSError as e:
+    err = "%s:%s" % (type(e).__name__, e)
+print("\n".join(out)); print("E " + err.replace(" ", "_"))
+"""
+
+ROUTE_POLL = r"""
+import subprocess, sys, time
+end = time.time() + float(sys.argv[2])
+for _ in range(int(float(sys.argv[2]) / 0.05) + 1):
+    if time.time() >= end:
+        break
+    o = subprocess.run(["ip", "-o", "route", "get", sys.argv[1]], capture_output=True, text=True).stdout
+    f = o.split()
+    print("%.6f %s" % (time.time(), f[f.index("dev") + 1] if "dev" in f else "none"), flush=True)
+    time.sleep(0.05)
+"""
+
+
+def sh(argv, limit, check=True):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=limit, cwd=ROOT)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def pexec(container, *argv):
+    return ["podman", "exec", container, *argv]
+
+
+def wait_bfd(limit_s=90):
+    """Both master sessions Up (bounded); returns the birdc output."""
+    end = time.time() + limit_s
+    out = ""
+    while time.time() < end:
+        out = sh(pexec(MASTER, "birdc", "show", "bfd", "sessions"), 15, check=False).stdout
+        if len(re.findall(r"\bUp\b", out)) >= 2:
+            return out
+        time.sleep(1)
+    raise RuntimeError(f"BFD not Up within {limit_s} s:\n{out}")
+
+
+def route_dev():
+    f = sh(pexec(MASTER, "ip", "-o", "route", "get", RDV), 10).stdout.split()
+    return f[f.index("dev") + 1]
+
+
+def one_cut(lab, primary, i):
+    total = PRE_S + CUT_S + POST_S
+    count = int(total * 100) + 200
+    ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(count), "-W", "1",
+                                  "-w", str(int(total) + 2), RDV),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    poll = subprocess.Popen(pexec(MASTER, "python3", "-I", "-c", ROUTE_POLL, RDV, str(total)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(PRE_S)
+    cut = time.time()
+    lab.set_link("cn-home", "us-west", down=True)
+    time.sleep(CUT_S)
+    restore = time.time()
+    lab.set_link("cn-home", "us-west", down=False)
+    p_out, p_err = ping.communicate(timeout=total + 20)
+    r_out, _ = poll.communicate(timeout=total + 20)
+    replies = fo.parse_ping(p_out)
+    res = {"cut": i, "cut_time": cut, "restore_time": restore}
+    res.update(fo.analyze_ping(replies, cut, restore, PRIMARY_RTT_MAX_MS))
+    res.update(fo.analyze_route(fo.parse_route_samples(r_out), cut, restore, primary))
+    if not replies:
+        res["ping_error"] = p_err[-500:]
+    return res
+
+
+def fmt(v):
+    return "-" if v is None else (f"{v:.0f}" if isinstance(v, float) else str(v))
+
+
+def write(results):
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    keys = ["reply_gap_ms", "loss_window_ms", "since_cut_ms", "route_switch_ms", "back_on_primary_ms",
+            "back_on_primary_rtt_ms", "restore_gap_ms", "echo_gap_ms"]
+    lines = ["# Control-plane failover on the ocean lab", "",
+             f"Command: `{results['command']}`  ", f"Date: {results['date']}; BFD "
+             f"{results.get('bfd', '?')}; cut cn-home<->us-west {CUT_S:.0f} s, ping every 10 ms to "
+             f"{RDV} from cn-master; TCP echo every 50 ms to {RDV}:{PORT}.", "",
+             "| cut | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 1)]
+    for c in results["cuts"]:
+        lines.append(f"| {c['cut']} | " + " | ".join(fmt(c.get(k)) for k in keys) + " |")
+    lines.append("| **median** | " + " | ".join(fmt(results["median"].get(k)) for k in keys) + " |")
+    t = results.get("tcp", {})
+    lines += ["", f"TCP connection survived: **{t.get('survived')}** (error: {t.get('error')}; "
+              f"{t.get('sent')} lines sent, {t.get('echoed')} echoed).", ""]
+    (OUT / "results.md").write_text("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cuts", type=int, default=5)
+    ap.add_argument("--keep-lab", action="store_true", help="do not run lab up/down (lab already up)")
+    args = ap.parse_args()
+    results = {"command": " ".join(["python", "benchmarks/control_plane_failover.py", *sys.argv[1:]]),
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cuts": [], "median": {}}
+    try:
+        if not args.keep_lab:
+            print("lab up", flush=True)
+            sh([sys.executable, "lab/lab.py", "up"], 900)
+        print("deploy", flush=True)
+        dep = sh(["ansible-playbook", "-i", "inventories/lab", "benchmarks/control_plane_deploy.yml"], 1500,
+                 check=False)
+        results["deploy_rc"] = dep.returncode
+        if dep.returncode != 0:
+            results["error"] = "deploy failed:\n" + dep.stdout[-4000:] + dep.stderr[-2000:]
+            print(results["error"], flush=True)
+            return 1
+        results["bfd_sessions"] = wait_bfd()
+        results["bfd"] = "see bfd_sessions"
+        lab = Lab.from_state(LAB)
+        primary = route_dev()
+        results["primary_dev"] = primary
+        life = args.cuts * (PRE_S + CUT_S + POST_S + 15) + 30
+        server = subprocess.Popen(pexec(ANCHOR, "python3", "-I", "-c", SERVER, RDV, str(PORT), str(life + 20)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sh(pexec(MASTER, "rm", "-f", "/tmp/trainnet-failover-stop"), 10)
+        time.sleep(1)
+        client = subprocess.Popen(pexec(MASTER, "python3", "-I", "-c", CLIENT, RDV, str(PORT), str(life)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        for i in range(args.cuts):
+            print(f"cut {i}", flush=True)
+            if route_dev() != primary:  # previous failback not yet done: give it time (bounded)
+                time.sleep(5)
+            results["cuts"].append(one_cut(lab, primary, i))
+            print(json.dumps(results["cuts"][-1]), flush=True)
+        # The client stops at this file (its output would be lost if podman exec were killed).
+        sh(pexec(MASTER, "touch", "/tmp/trainnet-failover-stop"), 10)
+        c_out, c_err = client.communicate(timeout=30)
+        server.communicate(timeout=30)  # ends at the client's EOF
+        log = fo.parse_tcp_log(c_out)
+        ends = [c["cut_time"] for c in results["cuts"][1:]] + [time.time()]
+        for c, end in zip(results["cuts"], ends):
+            c.update(fo.analyze_tcp_cut(log, c["cut_time"], c["restore_time"], end))
+        last_restore = results["cuts"][-1]["restore_time"] if results["cuts"] else 0
+        results["tcp"] = {"survived": fo.tcp_survived(log, last_restore), "error": log["error"],
+                          "ended": log["ended"], "sent": len(log["sent"]), "echoed": len(log["echoed"]),
+                          "stderr": c_err[-500:]}
+        for k in ["reply_gap_ms", "loss_window_ms", "since_cut_ms", "route_switch_ms", "back_on_primary_ms",
+                  "back_on_primary_rtt_ms", "restore_gap_ms", "echo_gap_ms"]:
+            results["median"][k] = fo.median_of(results["cuts"], k)
+        return 0
+    finally:
+        try:
+            Lab.from_state(LAB).set_link("cn-home", "us-west", down=False)
+        except Exception:  # noqa: BLE001 - lab may be down already
+            pass
+        write(results)
+        if not args.keep_lab:
+            print("lab down", flush=True)
+            sh([sys.executable, "lab/lab.py", "down"], 600, check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

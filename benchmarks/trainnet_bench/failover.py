@@ -1,0 +1,161 @@
+"""Control-plane failover: pure analysis of probe timestamps around a cut of the primary path.
+
+All times are seconds on one clock (the lab's containers share the host kernel's clock, so
+`ping -D` stamps, route-poll stamps and the controller's cut time compare directly). Results are
+milliseconds. Nothing here touches the lab; benchmarks/control_plane_failover.py collects the data.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+# `ping -D -n`: "[1764550000.123456] 64 bytes from 198.19.255.1: icmp_seq=12 ttl=63 time=151 ms"
+_PING_REPLY = re.compile(
+    r"^\[(?P<ts>\d+(?:\.\d+)?)\]\s+\d+\s+bytes from\s+\S+:\s+icmp_seq=(?P<seq>\d+)\s+"
+    r"ttl=(?P<ttl>\d+)\s+time=(?P<rtt>\d+(?:\.\d+)?)\s*ms"
+)
+
+
+def parse_ping(text: str) -> list[dict]:
+    """Replies from `ping -D -n` output: [{recv, send, seq, ttl, rtt_ms}], sorted by arrival.
+
+    send = arrival - RTT: ping on a loaded host sends fewer than 100 probes/s, so seq x interval
+    is not the send time.
+    """
+    replies = []
+    for line in text.splitlines():
+        m = _PING_REPLY.match(line.strip())
+        if not m:
+            continue
+        recv = float(m["ts"])
+        rtt = float(m["rtt"])
+        replies.append({"recv": recv, "send": recv - rtt / 1000.0, "seq": int(m["seq"]),
+                        "ttl": int(m["ttl"]), "rtt_ms": rtt})
+    replies.sort(key=lambda r: r["recv"])
+    return replies
+
+
+def longest_gap(times: list[float], start: float, end: float) -> float | None:
+    """Longest interval between consecutive times (sorted) that overlaps [start, end), in ms.
+
+    A gap overlaps the window when it ends after start and begins before end, so the silence that
+    a cut causes is counted whole even if it began a little before the cut. None if no time lies
+    after start (nothing came back: the gap is unbounded).
+    """
+    times = sorted(times)
+    best = None
+    for a, b in zip(times, times[1:]):
+        if b > start and a < end:
+            gap = (b - a) * 1000.0
+            best = gap if best is None or gap > best else best
+    if not any(t > start for t in times):
+        return None
+    return best
+
+
+def analyze_ping(replies: list[dict], cut: float, restore: float,
+                 primary_rtt_max_ms: float) -> dict:
+    """Outage figures of one cut from ping replies.
+
+    - reply_gap_ms: longest gap between reply arrivals overlapping [cut, restore) (the issue's
+      outage definition);
+    - loss_window_ms: send time of the first answered probe sent at/after the cut minus that of
+      the last answered probe sent before it;
+    - since_cut_ms: first answered send after the cut minus the cut;
+    - restore_gap_ms: longest reply gap overlapping [restore, restore + 2 s) (failback loss);
+    - back_on_primary_rtt_ms: first probe sent at/after restore answered with an RTT at most
+      primary_rtt_max_ms, minus restore (None if none).
+    """
+    before = [r["send"] for r in replies if r["send"] < cut]
+    after = [r["send"] for r in replies if r["send"] >= cut]
+    first_after = min(after) if after else None
+    last_before = max(before) if before else None
+    arrivals = [r["recv"] for r in replies]
+    back = [r["send"] for r in replies
+            if r["send"] >= restore and r["rtt_ms"] <= primary_rtt_max_ms]
+    return {
+        "replies": len(replies),
+        "reply_gap_ms": longest_gap(arrivals, cut, restore),
+        "loss_window_ms": (None if first_after is None or last_before is None
+                           else (first_after - last_before) * 1000.0),
+        "since_cut_ms": None if first_after is None else (first_after - cut) * 1000.0,
+        "restore_gap_ms": longest_gap(arrivals, restore, restore + 2.0),
+        "back_on_primary_rtt_ms": (min(back) - restore) * 1000.0 if back else None,
+    }
+
+
+def parse_route_samples(text: str) -> list[tuple[float, str]]:
+    """Route-poll lines "<epoch seconds> <dev>" -> [(t, dev)] sorted by time (other lines ignored)."""
+    samples = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        try:
+            samples.append((float(parts[0]), parts[1]))
+        except ValueError:
+            continue
+    samples.sort()
+    return samples
+
+
+def analyze_route(samples: list[tuple[float, str]], cut: float, restore: float,
+                  primary_dev: str) -> dict:
+    """route_switch_ms: first sample at/after the cut not on primary_dev, minus the cut;
+    back_on_primary_ms: first sample at/after restore on primary_dev from which the route stays
+    on primary_dev for the rest of the samples, minus restore (None if it never settles)."""
+    switch = next((t for t, dev in samples if t >= cut and dev != primary_dev), None)
+    settled = None
+    for t, dev in reversed([s for s in samples if s[0] >= restore]):
+        if dev != primary_dev:
+            break
+        settled = t
+    return {
+        "route_switch_ms": None if switch is None or switch >= restore else (switch - cut) * 1000.0,
+        "back_on_primary_ms": None if settled is None else (settled - restore) * 1000.0,
+    }
+
+
+def parse_tcp_log(text: str) -> dict:
+    """TCP echo client log: "S <t> <n>" sent, "R <t> <n>" echoed, "E <error>" the end state.
+
+    Returns {sent: {n: t}, echoed: {n: t}, error: str|None, ended: bool}.
+    """
+    sent, echoed, error, ended = {}, {}, None, False
+    for line in text.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) >= 2 and parts[0] == "E":
+            ended = True
+            error = None if parts[1] == "ok" else " ".join(parts[1:])
+        elif len(parts) == 3 and parts[0] in ("S", "R"):
+            try:
+                t, n = float(parts[1]), int(parts[2])
+            except ValueError:
+                continue
+            (sent if parts[0] == "S" else echoed)[n] = t
+    return {"sent": sent, "echoed": echoed, "error": error, "ended": ended}
+
+
+def analyze_tcp_cut(log: dict, cut: float, restore: float, end: float) -> dict:
+    """Per cut: the longest gap between echo arrivals overlapping [cut, restore), and whether
+    echoes arrived after the cut and again after the restore (before end)."""
+    arrivals = sorted(log["echoed"].values())
+    return {
+        "echo_gap_ms": longest_gap(arrivals, cut, restore),
+        "echoes_during_cut": any(cut < t < restore for t in arrivals),
+        "echoes_after_restore": any(restore < t <= end for t in arrivals),
+    }
+
+
+def tcp_survived(log: dict, last_restore: float) -> bool:
+    """The connection survived: the client ended without error and echoes came back after the
+    last restore."""
+    return (log["ended"] and log["error"] is None
+            and any(t > last_restore for t in log["echoed"].values()))
+
+
+def median_of(cuts: list[dict], key: str) -> float | None:
+    """Median of one figure over the cuts (cuts where it is None are left out; None if none)."""
+    values = [c[key] for c in cuts if c.get(key) is not None]
+    return statistics.median(values) if values else None
