@@ -110,6 +110,15 @@ def wait_bfd(limit_s=90):
     raise RuntimeError(f"BFD not Up within {limit_s} s:\n{out}")
 
 
+def bfd_summary(out):
+    """'2 sessions Up, 50 ms x 3' from birdc's Interval/Timeout columns (seconds)."""
+    rows = re.findall(r"\bUp\s+\S+\s+(\d+\.\d+)\s+(\d+\.\d+)", out)
+    if not rows:
+        return "unknown"
+    interval, timeout = (float(x) for x in rows[0])
+    return f"{len(rows)} sessions Up, {interval * 1000:.0f} ms x {round(timeout / interval)}"
+
+
 def route_dev():
     f = sh(pexec(MASTER, "ip", "-o", "route", "get", RDV), 10).stdout.split()
     return f[f.index("dev") + 1]
@@ -167,7 +176,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cuts", type=int, default=5)
     ap.add_argument("--keep-lab", action="store_true", help="do not run lab up/down (lab already up)")
+    ap.add_argument("--render", action="store_true", help="only rewrite results.md from results.json")
     args = ap.parse_args()
+    if args.render:
+        saved = json.loads((OUT / "results.json").read_text())
+        saved["bfd"] = bfd_summary(saved.get("bfd_sessions", ""))
+        write(saved)
+        return 0
     results = {"command": " ".join(["python", "benchmarks/control_plane_failover.py", *sys.argv[1:]]),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cuts": [], "median": {}}
     try:
@@ -183,7 +198,7 @@ def main():
             print(results["error"], flush=True)
             return 1
         results["bfd_sessions"] = wait_bfd()
-        results["bfd"] = "see bfd_sessions"
+        results["bfd"] = bfd_summary(results["bfd_sessions"])
         lab = Lab.from_state(LAB)
         primary = route_dev()
         results["primary_dev"] = primary
