@@ -1,0 +1,97 @@
+"""The training workload for real on loopback: several ranks, Gloo, DDP (needs torch)."""
+
+import datetime
+import glob
+import hashlib
+import json
+import os
+import socket
+import sys
+
+from .conftest import WORKLOAD, clean_env, finish, free_port, needs_torch, run_ranks, start
+
+pytestmark = needs_torch
+HERE = os.path.dirname(__file__)
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_verify_allreduce_is_exact_on_three_ranks():
+    # Three ranks: the ring's segments do not line up with the 8 chunks, odd sizes on top.
+    results = run_ranks(["--verify-allreduce", "--verify-elements", "300007"], world=3)
+    for rank, (rc, out, err) in enumerate(results):
+        assert rc == 0, "rank %d: %s" % (rank, err[-2000:])
+        records = json_lines(out)
+        cases = [r for r in records if r["event"] == "verify"]
+        assert {(c["case"], c["groups"]) for c in cases} == {("default_group", 1), ("sync_groups", 8)}
+        assert {c["elements"] for c in cases} == {1, 1000, 65537, 300007}
+        assert all(c["ok"] and c["rank"] == rank for c in cases)
+        assert records[-1] == dict(records[-1], event="verify_done", ok=True, bad_ranks=[])
+
+
+def test_verify_allreduce_names_the_rank_with_a_wrong_result():
+    results = run_ranks(["--verify-allreduce", "--verify-elements", "1000", "--fault-inject-rank", "1"], world=2)
+    for rank, (rc, _out, err) in enumerate(results):
+        assert rc == 3, "rank %d exited %d: %s" % (rank, rc, err[-2000:])
+        assert "verify-allreduce FAILED on rank(s) 1" in err
+    assert "rank 1 (%s): all-reduce mismatch" % socket.gethostname() in results[1][2]
+    assert "all-reduce mismatch" not in results[0][2]
+
+
+def test_comm_hook_gives_the_same_parameters_as_plain_ddp():
+    port = free_port()
+    procs = [start([sys.executable, os.path.join(HERE, "ddp_equivalence_worker.py"), WORKLOAD, "5"],
+                   clean_env(RANK=rank, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, GLOO_SOCKET_IFNAME="lo"))
+             for rank in range(2)]
+    for rank, (rc, out, err) in enumerate(finish(procs, timeout=90)):
+        assert rc == 0, "rank %d: %s" % (rank, err[-2000:])
+        (result,) = json_lines(out)
+        assert result["plain_changed"], "training did not move the weights: the comparison would prove nothing"
+        assert result["hook8_equal"] and result["hook8_max_abs_diff"] == 0.0, result
+        assert result["hook1_equal"], result
+        # Every gradient went through the hook: params x 4 bytes x 5 steps.
+        assert result["hook8_bytes"] == result["params"] * 4 * 5
+        # Control: a hook that sums instead of averaging changes the result, so equality is meaningful.
+        assert not result["sum_equal"] and result["sum_max_abs_diff"] > 0
+
+
+def test_training_logs_steps_and_checkpoint_writers_write_manifests(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    log = str(tmp_path / "log-{rank}.jsonl")
+    # Two ranks as two nodes: only rank 1's node is a checkpoint writer (as US nodes are).
+    results = run_ranks(["--steps", "4", "--width", "48", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2",
+                         "--log-file", log, "--sync-groups", "4"], world=2,
+                        per_rank_env={0: {"TRAINNET_CHECKPOINT_WRITER": "0"}, 1: {"TRAINNET_CHECKPOINT_WRITER": "1"}})
+    started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    params = None
+    for rank, (rc, out, err) in enumerate(results):
+        assert rc == 0, "rank %d: %s" % (rank, err[-2000:])
+        with open(log.format(rank=rank)) as handle:
+            assert json_lines(handle.read()) == json_lines(out)
+        records = json_lines(out)
+        done = records[-1]
+        assert done["event"] == "done" and done["steps"] == 4
+        params = done["params"]
+        steps = [r for r in records if r["event"] == "step"]
+        assert [s["step"] for s in steps] == [1, 2, 3, 4]
+        for s in steps:
+            assert s["sync_groups"] == 4 and s["world_size"] == 2 and s["rank"] == rank
+            assert s["allreduce_bytes"] == params * 4
+            assert 0 < s["allreduce_time_s"] <= s["step_time_s"] + 0.001
+            expected = 2 * (2 - 1) / 2 * s["allreduce_bytes"] * 8 / s["allreduce_time_s"] / 1e6
+            assert abs(s["busbw_mbit_s"] - expected) <= 0.01 * expected + 0.01
+        assert [r["step"] for r in records if r["event"] == "checkpoint"] == ([2, 4] if rank == 1 else [])
+    manifests = sorted(glob.glob(str(ckpt / "*.manifest.json")))
+    assert len(manifests) == 2
+    for step, path in zip((2, 4), manifests):
+        with open(path) as handle:
+            manifest = json.load(handle)
+        data = (ckpt / manifest["file"]).read_bytes()
+        assert manifest["step"] == step and manifest["rank"] == 1 and manifest["host"] == socket.gethostname()
+        assert manifest["size"] == len(data)
+        assert manifest["sha256"] == hashlib.sha256(data).hexdigest()
+        assert datetime.datetime.fromisoformat(manifest["time"]) > started
+    # Atomic writes leave no temporary files behind.
+    assert sorted(os.listdir(ckpt)) == sorted(os.path.basename(p) for p in manifests + glob.glob(str(ckpt / "*.pt")))
