@@ -298,11 +298,40 @@ def plan(hosts, settings, me):
         'tunnel_address': str(ipaddress.ip_address(self_host['tunnel_address'])),
         'rendezvous_address': rdv,
         'rendezvous_local': me == primary,
+        # Another anchor answers for the rendezvous address once BFD withdraws its route to the primary.
+        'rendezvous_takeover': self_host['role'] == 'anchor' and me != primary,
         'primary_anchor': primary,
-        'forwarding': self_host['role'] == 'anchor',
+        # Anchors relay for each other; every control host forwards its site's training nodes into the tunnels.
+        'forwarding': True,
         'tunnels': tunnels,
         'bird_protocols': protocols,
         'tunnel_network': str(tunnel_net),
         'link_network': str(link_net),
         'bfd_ports': list(BFD_PORTS),
     }
+
+
+def check_training(nodes, training_sources):
+    """Problems with the training nodes' control-plane input, each naming the variable and the host.
+
+    nodes: list of {name, gateway ('' = the site routes the overlay), local_address ('' = none)}.
+    training_sources: extra networks allowed to the rendezvous ports.
+    """
+    errors = []
+    for node in nodes:
+        gateway = str(node.get('gateway') or '').strip()
+        address = _ip(gateway)
+        if gateway and (address is None or address.version != 4):
+            errors.append("control_plane_gateway='%s' on host %s must be the IPv4 address of its site's control host "
+                          "(or empty)" % (gateway, node['name']))
+        local = str(node.get('local_address') or '').strip()
+        if local and _ip(local) is None:
+            errors.append("control_plane_local_address='%s' on host %s must be an IP address (or empty)"
+                          % (local, node['name']))
+        elif local and gateway and _ip(local) == address:
+            errors.append('control_plane_gateway=%s on host %s is the host itself' % (gateway, node['name']))
+    for source in training_sources or []:
+        net = _net(source)
+        if net is None or net.version != 4:
+            errors.append("control_plane_training_sources entry '%s' must be an IPv4 network in CIDR form" % source)
+    return errors

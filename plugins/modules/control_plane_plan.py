@@ -103,6 +103,29 @@ options:
     description: WireGuard PersistentKeepalive in seconds (0 disables).
     type: int
     default: 25
+  training_nodes:
+    description: The training nodes, checked with the rest (their routes and env files depend on it).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Inventory name.
+        type: str
+        required: true
+      gateway:
+        description: IPv4 address of the site's control host that forwards the node's overlay traffic; empty for none.
+        type: str
+        default: ''
+      local_address:
+        description: Address torchrun advertises for the node; empty for none.
+        type: str
+        default: ''
+  training_sources:
+    description: Extra IPv4 networks allowed to the rendezvous ports.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -162,10 +185,16 @@ plan:
       description: The anchor serving the rendezvous address.
       type: str
       sample: usw-anchor
-    forwarding:
-      description: Whether the host relays between tunnels (anchors do).
+    rendezvous_takeover:
+      description: Whether this host answers for the rendezvous address once BFD withdraws its route to the
+        primary anchor (every other anchor).
       type: bool
       sample: false
+    forwarding:
+      description: Whether the host forwards IPv4 (every control host - anchors relay for each other, and each
+        forwards its own site's training nodes into the tunnels).
+      type: bool
+      sample: true
     tunnels:
       description: One entry per peer - peer, peer_role, ifname, local, remote, peer_tunnel_address, listen_port,
         endpoint (host:port or empty), endpoint_address, endpoint_family, mtu, preshared_key (bool).
@@ -198,7 +227,7 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import PlanError, plan
+from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import PlanError, check_training, plan
 
 SETTINGS = ('tunnel_network', 'link_network', 'rendezvous_address', 'primary_anchor', 'listen_port_base',
             'bfd_interval_ms', 'bfd_multiplier', 'bfd_idle_tx_ms', 'keepalive')
@@ -227,15 +256,24 @@ def main():
             bfd_multiplier=dict(type='int', default=3),
             bfd_idle_tx_ms=dict(type='int', default=1000),
             keepalive=dict(type='int', default=25),
+            training_nodes=dict(type='list', elements='dict', default=[], options=dict(
+                name=dict(type='str', required=True),
+                gateway=dict(type='str', default=''),
+                local_address=dict(type='str', default=''),
+            )),
+            training_sources=dict(type='list', elements='str', default=[]),
         ),
         supports_check_mode=True,
     )
     settings = dict((key, module.params[key]) for key in SETTINGS)
+    errors = check_training(module.params['training_nodes'], module.params['training_sources'])
     try:
         result = plan(module.params['hosts'], settings, module.params['host'])
     except PlanError as exc:
-        module.fail_json(msg='Invalid control-plane input (nothing was changed): %s' % '; '.join(exc.args[0]),
-                         errors=exc.args[0])
+        errors = exc.args[0] + errors
+    if errors:
+        module.fail_json(msg='Invalid control-plane input (nothing was changed): %s' % '; '.join(errors),
+                         errors=errors)
     module.exit_json(changed=False, plan=result)
 
 

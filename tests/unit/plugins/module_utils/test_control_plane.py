@@ -107,7 +107,8 @@ def test_master_plan_tunnels_ports_and_mtu():
     assert usw['mtu'] == 1320
     # the narrower end decides: master 1400 -> 1320 even though us-east has 1500
     assert tunnels['use-anchor']['mtu'] == 1320
-    assert plan['forwarding'] is False and plan['rendezvous_local'] is False
+    assert plan['forwarding'] is True and plan['rendezvous_local'] is False
+    assert plan['rendezvous_takeover'] is False  # the home master never answers for the rendezvous address
 
 
 def test_both_ends_of_a_tunnel_agree():
@@ -137,10 +138,19 @@ def test_master_routes_rendezvous_direct_then_via_secondary():
 def test_primary_anchor_serves_rendezvous_and_relays_master_via_secondary():
     plan = cp.plan(HOSTS, SETTINGS, 'usw-anchor')
     assert plan['rendezvous_local'] is True and plan['forwarding'] is True
+    assert plan['rendezvous_takeover'] is False
     prefixes = [r['prefix'] for p in plan['bird_protocols'] for r in p['routes']]
     assert '10.255.0.1/32' not in prefixes
     backup = [p for p in plan['bird_protocols'] if p['name'] == 'cp_via_3'][0]
     assert {'prefix': '10.254.0.1/32', 'via': '169.254.3.2', 'peer': 'cn-master'} in backup['routes']
+
+
+def test_secondary_anchor_takes_over_rendezvous_only_behind_its_bfd_route():
+    plan = cp.plan(HOSTS, SETTINGS, 'use-anchor')
+    assert plan['rendezvous_takeover'] is True and plan['rendezvous_local'] is False
+    # it still routes the address to the primary first: the takeover is only a fallback
+    direct = [p for p in plan['bird_protocols'] if p['name'] == 'cp_direct'][0]
+    assert {'prefix': '10.255.0.1/32', 'via': '169.254.2.3', 'peer': 'usw-anchor'} in direct['routes']
 
 
 def test_master_never_relays():

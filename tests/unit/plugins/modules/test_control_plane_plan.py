@@ -57,3 +57,28 @@ def test_every_problem_in_one_failure():
                  'control_plane_tunnel_address=10.254.0.1 is set on two hosts: cn-master and usw-anchor'):
         assert text in result['msg']
     assert len(result['errors']) == 3
+
+
+def test_training_node_problems_fail_with_the_topology_ones():
+    params = args(bfd_interval_ms=0, training_sources=['10.9.0.0/33'], training_nodes=[
+        {'name': 'usw-gpu1', 'gateway': 'usw-anchor', 'local_address': '198.18.2.11'},
+        {'name': 'use-gpu1', 'gateway': '198.18.3.11', 'local_address': '198.18.3.11'},
+        {'name': 'cn-gpu1', 'gateway': '198.18.1.10', 'local_address': 'cn-gpu1.lan'},
+        {'name': 'ok-gpu', 'gateway': '198.18.1.10', 'local_address': '198.18.1.20'},
+    ])
+    result = run(params)
+    assert result['failed'] is True
+    assert result['errors'] == [
+        'control_plane_bfd_interval_ms=0 is outside the allowed range 1-10000',
+        "control_plane_gateway='usw-anchor' on host usw-gpu1 must be the IPv4 address of its site's control host "
+        "(or empty)",
+        'control_plane_gateway=198.18.3.11 on host use-gpu1 is the host itself',
+        "control_plane_local_address='cn-gpu1.lan' on host cn-gpu1 must be an IP address (or empty)",
+        "control_plane_training_sources entry '10.9.0.0/33' must be an IPv4 network in CIDR form",
+    ]
+
+
+def test_training_nodes_with_gateways_plan_normally():
+    result = run(args(training_nodes=[{'name': 'cn-gpu1', 'gateway': '198.18.1.10', 'local_address': '198.18.1.11'}],
+                      training_sources=['198.18.1.0/24']))
+    assert result['changed'] is False and 'failed' not in result
