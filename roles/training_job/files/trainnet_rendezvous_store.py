@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """longhaul.trainnet rendezvous store: the c10d TCPStore that torchrun's c10d rendezvous talks to.
 
 Why a process of its own: torchrun's c10d backend (torch/distributed/elastic/rendezvous/

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """longhaul.trainnet training workload: a small DDP job over Gloo, run by torchrun on every gpu node.
 
 Standard library + torch only. Reads the environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK,
@@ -118,7 +117,7 @@ def build_parser():
 
 def list_interfaces():
     """Interface names of this process's network namespace (if_nameindex follows the netns)."""
-    return [name for _, name in socket.if_nameindex()]
+    return [pair[1] for pair in socket.if_nameindex()]
 
 
 def interface_ipv4(name):
@@ -413,7 +412,7 @@ def make_sync_groups(dist, count, timeout):
     """The default group plus count-1 more Gloo groups over all ranks: each has its own TCP connections."""
     world = list(range(dist.get_world_size()))
     groups = [dist.group.WORLD]
-    for _ in range(count - 1):
+    while len(groups) < count:
         groups.append(dist.new_group(ranks=world, backend="gloo", timeout=timeout))
     return groups
 

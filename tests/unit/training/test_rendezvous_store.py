@@ -21,7 +21,7 @@ def wait_for_line(proc, words, timeout):
     deadline = time.monotonic() + timeout
     seen = []
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        ready = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))[0]
         if not ready:
             break
         line = proc.stderr.readline()
