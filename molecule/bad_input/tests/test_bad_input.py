@@ -1,10 +1,14 @@
 """Each bad input is refused with a message naming the variable and the allowed values, and the
 host stays exactly as prepare left it: its net sysctls, links and files compared with a snapshot
-taken before the first bad input."""
+taken before the first bad input. The data_plane role and its modules, then the control_plane
+role (the instance as home master, two anchors that exist only in the inventory): each bad
+topology names the variable and the host."""
 
+import base64
 import json
 import os
 import re
+import secrets
 import subprocess
 
 import pytest
@@ -65,8 +69,30 @@ AD_HOC = [
      {"require": ["bogus"]}, ["require", "bogus"]),
 ]
 
+INSTANCE = "trainnet-molecule-bad-input"
+ANCHOR_A, ANCHOR_B = "trainnet-bad-input-anchor-a", "trainnet-bad-input-anchor-b"
+SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
+# (case, extra vars, host vars laid over topology(), expected fragments)
+CONTROL_PLANE_BAD_INPUTS = [
+    ("cp-anchor-without-endpoint", {}, {ANCHOR_B: {"control_plane_endpoint": ""}},
+     ["control_plane_endpoint is not set for anchor %s" % ANCHOR_B]),
+    ("cp-two-hosts-one-tunnel-address", {}, {ANCHOR_B: {"control_plane_tunnel_address": "198.19.254.2"}},
+     ["control_plane_tunnel_address=198.19.254.2 is set on two hosts: %s and %s" % (ANCHOR_A, ANCHOR_B)]),
+    # The instance's path MTU is 1400: at most 1320 inside WireGuard.
+    ("cp-tunnel-mtu-above-path-mtu", {}, {INSTANCE: {"control_plane_tunnel_mtu": 1400}},
+     ["control_plane_tunnel_mtu=1400 on host %s must be 0 (derived) or 576-1320" % INSTANCE,
+      "control_plane_path_mtu 1400 minus WireGuard overhead 80"]),
+    # A role-wide setting, read on the host that runs the check (Ansible names it on the fatal line).
+    ("cp-bfd-interval-zero", {"control_plane_bfd_interval_ms": 0}, {},
+     ["fatal: [%s]" % INSTANCE, "control_plane_bfd_interval_ms=0 is outside the allowed range 1-10000"]),
+    ("cp-preshared-key-not-base64", {}, {INSTANCE: {"control_plane_preshared_key": "not base64!"}},
+     ["control_plane_preshared_key on host %s is not valid base64 of 32 bytes" % INSTANCE]),
+]
+
 # Tasks after preflight; none of them may run for a bad input.
-LATER_TASKS = re.compile(r"TASK \[longhaul\.trainnet\.data_plane : (BBR|Sysctl|Interface|MSS clamp|Persist|Env file) \|")
+LATER_TASKS = re.compile(r"TASK \[longhaul\.trainnet\.data_plane : (BBR|Sysctl|Interface|MSS clamp|Persist|Env file) \|"
+                         r"|TASK \[longhaul\.trainnet\.control_plane : "
+                         r"(Packages|Keys|Tunnels|BIRD|Firewall|Watchdog|Env file|Routes|Verify) \|")
 # Counters the kernel changes by itself.
 VOLATILE = re.compile(r"^net\.netfilter\.nf_conntrack_count\b")
 
@@ -78,6 +104,11 @@ def snapshot(host):
         "sysctl": "\n".join(line for line in sysctls.splitlines() if not VOLATILE.match(line)),
         "ip link": host.run("ip -o link").stdout,
         "files": host.run("ls -la --time-style=full-iso /etc/sysctl.d /etc/trainnet /etc/modules-load.d 2>&1").stdout,
+        # what the control_plane role would touch: addresses on lo, units, nftables, BIRD, its programs
+        "addresses": host.run("ip -o address").stdout,
+        "control plane files": host.run("ls -la --time-style=full-iso /etc/systemd/system /etc/bird "
+                                        "/usr/local/libexec/trainnet /etc/wireguard 2>&1").stdout,
+        "nft": host.run("nft list ruleset 2>&1").stdout,
     }
 
 
@@ -144,3 +175,88 @@ def test_bad_input_to_the_module_ad_hoc(host, before, case, module, args, expect
     assert not host.file(path).exists
     assert_untouched(host)
     assert_same_as(host, before)
+
+
+def topology(host_vars):
+    """An inventory added to the scenario's: the instance as home master, two anchors that exist only
+    here (TEST-NET-1 endpoints, overlay from the benchmarking range; nothing is sent to them), with
+    the case's host vars laid over."""
+    hosts = {
+        INSTANCE: {"control_plane_tunnel_address": "198.19.254.1", "control_plane_path_mtu": 1400},
+        ANCHOR_A: {"control_plane_tunnel_address": "198.19.254.2", "control_plane_endpoint": "192.0.2.2"},
+        ANCHOR_B: {"control_plane_tunnel_address": "198.19.254.3", "control_plane_endpoint": "192.0.2.3"},
+    }
+    for name, values in host_vars.items():
+        hosts[name].update(values)
+    return {"all": {
+        "vars": {"control_plane_tunnel_network": "198.19.254.0/24", "control_plane_rendezvous_address": "198.19.255.1",
+                 "control_plane_primary_anchor": ANCHOR_A},
+        "children": {"home_master": {"hosts": {INSTANCE: hosts[INSTANCE]}},
+                     "control_plane": {"hosts": {ANCHOR_A: hosts[ANCHOR_A], ANCHOR_B: hosts[ANCHOR_B]}}}}}
+
+
+def apply_control_plane(tmp_path, extra_vars, host_vars, extra_args=()):
+    """The control_plane role on the instance (apply_control_plane.yml), with the scenario's inventory
+    plus the control-plane topology."""
+    inventory = tmp_path / "control_plane.yml"
+    inventory.write_text(json.dumps(topology(host_vars)))  # JSON is YAML
+    return subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-i", str(inventory),
+         os.path.join(SCENARIO, "apply_control_plane.yml"), "-e", json.dumps(extra_vars)] + list(extra_args),
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
+        capture_output=True, text=True, timeout=300, check=False)
+
+
+def assert_refused_before_any_change(host, before, case, run, expected):
+    output = run.stdout + run.stderr
+    assert run.returncode != 0, "%s was accepted:\n%s" % (case, output[-3000:])
+    # Refused by the topology check, not by something else failing on the way.
+    assert "Invalid control-plane input (nothing was changed)" in output, "%s:\n%s" % (case, output[-3000:])
+    for fragment in expected:
+        assert fragment in output, "%s: %r missing from:\n%s" % (case, fragment, output[-3000:])
+    assert not LATER_TASKS.search(output), "%s: a task after preflight ran:\n%s" % (case, output[-3000:])
+    assert_untouched(host)
+    assert_same_as(host, before)
+
+
+@pytest.mark.parametrize("case, extra_vars, host_vars, expected", CONTROL_PLANE_BAD_INPUTS,
+                         ids=[c[0] for c in CONTROL_PLANE_BAD_INPUTS])
+def test_control_plane_bad_input_rejected_before_any_change(host, before, tmp_path, case, extra_vars, host_vars,
+                                                            expected):
+    run = apply_control_plane(tmp_path, extra_vars, host_vars)
+    assert_refused_before_any_change(host, before, case, run, expected)
+
+
+def test_control_plane_good_topology_passes_the_check(host, before, tmp_path):
+    """Guards the cases above: without a bad input the same inventory passes the topology check
+    (the read-only preflight only, in --check)."""
+    run = apply_control_plane(tmp_path, {"trainnet_bad_input_tasks_from": "preflight"}, {}, ["--check"])
+    output = run.stdout + run.stderr
+    assert "Invalid control-plane input" not in output, output[-3000:]
+    assert re.search(r"TASK \[longhaul\.trainnet\.control_plane : Preflight \| Check the whole topology[^\n]*\n"
+                     r"ok: \[%s\]" % INSTANCE, output), output[-3000:]
+    assert_same_as(host, before)
+
+
+def test_control_plane_vaulted_key_not_32_bytes(host, before, tmp_path):
+    """A vaulted pre-shared key that decrypts to valid base64 of 16 bytes: refused, named, never shown."""
+    key = base64.b64encode(secrets.token_bytes(16)).decode()
+    password = tmp_path / "vault-password"
+    password.write_text(secrets.token_hex(16))
+    encrypted = subprocess.run(
+        ["ansible-vault", "encrypt_string", "--vault-password-file", str(password),
+         "--stdin-name", "control_plane_preshared_key"],
+        input=key, capture_output=True, text=True, timeout=60, check=False)
+    if encrypted.returncode != 0:  # older ansible-vault: the value as an argument
+        encrypted = subprocess.run(
+            ["ansible-vault", "encrypt_string", "--vault-password-file", str(password), key,
+             "--name", "control_plane_preshared_key"], capture_output=True, text=True, timeout=60, check=True)
+    assert "!vault" in encrypted.stdout and key not in encrypted.stdout
+    vars_file = tmp_path / "vault.yml"
+    vars_file.write_text(encrypted.stdout)
+    run = apply_control_plane(tmp_path, {}, {}, ["-e", "@" + str(vars_file), "--vault-password-file", str(password)])
+    assert_refused_before_any_change(
+        host, before, "cp-vaulted-key-16-bytes", run,
+        ["control_plane_preshared_key on host %s is not valid base64 of 32 bytes" % INSTANCE,
+         "control_plane_preshared_key on host %s is not valid base64 of 32 bytes" % ANCHOR_A])
+    assert key not in run.stdout + run.stderr
