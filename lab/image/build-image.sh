@@ -11,11 +11,12 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$HERE/../containers.conf}"
 
 # Everything a lab host or a molecule instance needs at run time: systemd as PID 1, python3 for
 # Ansible, and the real network tools the roles drive (iperf3, nftables, WireGuard, BIRD 2 for
-# the control plane's BFD-checked routes, squid).
+# the control plane's BFD-checked routes, squid; aria2 and nginx-light for the egress pool: the
+# loaders' downloader and the lab object store).
 PACKAGES=(
   systemd systemd-sysv dbus sudo python3 python3-apt iproute2 iputils-ping iputils-tracepath procps kmod
   nftables iperf3 wireguard-tools wireguard-go bird2 netcat-openbsd curl ca-certificates
-  squid prometheus-node-exporter
+  squid prometheus-node-exporter aria2 nginx-light
 )
 
 recipe="$( (cat "${BASH_SOURCE[0]}"; printf '%s\n' "${PACKAGES[@]}") | sha256sum | cut -c1-16)"
@@ -37,7 +38,7 @@ debootstrap --variant=minbase --include="$include" bookworm "$rootfs" "$MIRROR" 
 rm -f "$rootfs.log"
 
 # Services the image ships but a test host must not start on its own: the roles enable what they use.
-for unit in squid.service prometheus-node-exporter.service nftables.service bird.service \
+for unit in squid.service prometheus-node-exporter.service nftables.service bird.service nginx.service \
             systemd-networkd-wait-online.service apt-daily.timer apt-daily-upgrade.timer; do
   rm -f "$rootfs"/etc/systemd/system/*.wants/"$unit"
 done

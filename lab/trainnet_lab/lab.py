@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import STATE_ROOT, netns
+from . import STATE_ROOT, netns, object_store
 from .netns import CommandError, ip, ip_batch
 from .emulator import TUN_NAME
 from .spec import LAN_INTERFACE, LabSpec, SpecError, validate_runtime_settings
@@ -234,6 +234,7 @@ class Lab:
                        if self._ensure_host_netns(host, log)}
             if self.spec.host_kind == "container":
                 self._ensure_containers(rebuilt, log)
+                self._ensure_object_stores(log)
             self._ensure_emulator(log)
         except (LabError, CommandError, OSError, subprocess.SubprocessError) as error:
             if fresh:
@@ -303,8 +304,47 @@ class Lab:
             f"route add default via {site.router_address}",
         ], netns=name)
         netns.sysctl_in(name, HOST_DISTRIBUTION_DEFAULTS)
-        log(f"host {host.name}: netns {name}, {LAN_INTERFACE} {host.address} via {site.router_address}")
+        if host.rate_mbit:
+            self._cap_host(host, router, veth)
+        log(f"host {host.name}: netns {name}, {LAN_INTERFACE} {host.address} via {site.router_address}"
+            + (f", capped at {host.rate_mbit:g} Mbit/s" if host.rate_mbit else ""))
         return True
+
+    @staticmethod
+    def _cap_host(host, router: str, veth: str) -> None:
+        """tbf on the router's end of the host's veth: what the site delivers to the host (for an
+        egress node: the objects it relays) is capped, in the router namespace Ansible never touches."""
+        rate_bit = int(host.rate_mbit * 1e6)
+        # burst: at least one MTU and about 2 ms of the rate (tbf needs rate / HZ at minimum)
+        burst = max(rate_bit // 8 // 500, 16 * 1024)
+        netns.run(["ip", "netns", "exec", router, "tc", "qdisc", "replace", "dev", veth, "root", "tbf",
+                   "rate", f"{rate_bit}bit", "burst", str(burst), "latency", "50ms"])
+
+    def _ensure_object_stores(self, log) -> None:
+        """Hosts with an object store: CA, shards, nginx (idempotent); sums checked and published."""
+        for host in self.spec.hosts.values():
+            if not host.object_store:
+                continue
+            store = dict(host.object_store)
+            name = self.spec.container(host.name)
+            result = podman("exec", name, "python3", "-c", object_store.SETUP, host.name, host.address,
+                            str(self.spec.seed), str(store["shards"]), str(store["shard_kib"]), timeout=600)
+            expected = object_store.shard_sums(self.spec.seed, store["shards"], store["shard_kib"])
+            if object_store.parse_sums(result.stdout) != expected:
+                raise LabError(f"object store {host.name}: its SHA256SUMS differ from the ones the lab derives "
+                               f"from the seed")
+            out_dir = self.state_dir / "object-store" / host.name
+            out_dir.mkdir(parents=True, exist_ok=True)
+            ca = podman("exec", name, "cat", f"{object_store.TLS_DIR}/ca.pem").stdout
+            (out_dir / "ca.pem").write_text(ca)
+            (out_dir / "shards.list").write_text(object_store.shard_list(host.name, expected))
+            # Every lab host trusts the lab CA, as hosts trust a private object store's CA.
+            for other in self.spec.hosts.values():
+                netns.run(["podman", "exec", "-i", self.spec.container(other.name), "sh", "-c",
+                           f"cat > {object_store.TRUSTED_CA} && update-ca-certificates >/dev/null"],
+                          input_text=ca, env=_podman_env(), timeout=60)
+            log(f"host {host.name}: object store, {store['shards']} shards of {store['shard_kib']} KiB "
+                f"at https://{host.name}/shards/ (CA and list in {out_dir})")
 
     def _ensure_containers(self, rebuilt_netns: set[str], log) -> None:
         started = []

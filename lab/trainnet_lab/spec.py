@@ -73,6 +73,12 @@ class Host:
     site: str
     address: str
     groups: tuple[str, ...] = ()
+    # trainnet_lab_rate_mbit: a tbf cap on the traffic the site delivers to this host (0 = none),
+    # e.g. an egress node whose path must not fill the site link.
+    rate_mbit: float = 0.0
+    # trainnet_lab_object_store: {shards, shard_kib}: `lab up` makes this host an HTTPS object
+    # store (nginx, a lab CA) holding generated shards with known SHA-256 sums.
+    object_store: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,10 @@ class LabSpec:
         return {
             "name": self.name, "host_kind": self.host_kind, "image": self.image, "seed": self.seed,
             "sites": {n: {"lan": s.lan} for n, s in self.sites.items()},
-            "hosts": {n: {"site": h.site, "address": h.address, "groups": list(h.groups)}
+            "hosts": {n: {"site": h.site, "address": h.address, "groups": list(h.groups),
+                          # only when set, so a lab saved before these existed keeps its topology
+                          **({"rate_mbit": h.rate_mbit} if h.rate_mbit else {}),
+                          **({"object_store": dict(h.object_store)} if h.object_store else {})}
                       for n, h in self.hosts.items()},
             "links": [{**asdict(link), "sites": list(link.sites)} for link in self.links],
         }
@@ -345,8 +354,27 @@ def _validate_hosts(raw_hosts, sites: dict[str, Site], problems: list[str]) -> d
                 problems.append(f"{where}: trainnet_lab_address = {parsed} is the site router's "
                                 f"address on {site.lan}")
                 ok = False
+        rate = body.get("rate_mbit") or 0
+        if not _is_number(rate) or rate < 0 or rate > 10000:
+            problems.append(f"{where}: trainnet_lab_rate_mbit = {rate!r} must be a number of Mbit/s "
+                            "in 0-10000 (0 = no cap)")
+            ok = False
+        store = body.get("object_store") or {}
+        store_fields = {"shards": (1, 4096), "shard_kib": (1, 1048576)}
+        if not isinstance(store, dict) or set(store) - set(store_fields) or (store and set(store) != set(store_fields)):
+            problems.append(f"{where}: trainnet_lab_object_store must be a mapping with exactly "
+                            f"{', '.join(store_fields)}")
+            ok = False
+        else:
+            for key, (low, high) in store_fields.items():
+                if key in store and (not isinstance(store[key], int) or isinstance(store[key], bool)
+                                     or not low <= store[key] <= high):
+                    problems.append(f"{where}: trainnet_lab_object_store.{key} = {store[key]!r} must be "
+                                    f"an integer in {low}-{high}")
+                    ok = False
         if ok:
-            hosts[name] = Host(name, site_name, str(parsed), tuple(body.get("groups") or ()))
+            hosts[name] = Host(name, site_name, str(parsed), tuple(body.get("groups") or ()),
+                               float(rate), tuple(sorted(store.items())))
     return hosts
 
 
@@ -427,6 +455,9 @@ def raw_from_inventory(inventory: Inventory, *, host_kind: str = "container",
         site = hostvars.get("trainnet_site")
         hosts[host] = {"site": site, "address": hostvars.get("trainnet_lab_address"),
                        "groups": groups}
+        for var, key in (("trainnet_lab_rate_mbit", "rate_mbit"), ("trainnet_lab_object_store", "object_store")):
+            if hostvars.get(var):
+                hosts[host][key] = hostvars[var]
         if isinstance(site, str):
             expected_group = "site_" + site.replace("-", "_")
             for group in groups:

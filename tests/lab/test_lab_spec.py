@@ -37,8 +37,12 @@ def test_default_inventory_describes_the_three_site_lab():
     assert set(spec.sites) == {"cn-home", "us-west", "us-east"}
     by_site = {site: sorted(h.name for h in spec.hosts_in(site)) for site in spec.sites}
     assert by_site == {"cn-home": ["cn-gpu1", "cn-loader", "cn-master"],
-                       "us-west": ["usw-anchor", "usw-gpu1", "usw-gpu2"],
-                       "us-east": ["use-anchor", "use-gpu1"]}
+                       "us-west": ["usw-anchor", "usw-egress1", "usw-egress2", "usw-gpu1", "usw-gpu2", "usw-store"],
+                       "us-east": ["use-anchor", "use-egress1", "use-egress2", "use-gpu1"]}
+    # the egress pool: four capped egress nodes, one object store
+    assert {h.name for h in spec.hosts.values() if h.rate_mbit == 10} == {
+        "usw-egress1", "usw-egress2", "use-egress1", "use-egress2"}
+    assert dict(spec.hosts["usw-store"].object_store) == {"shards": 48, "shard_kib": 2048}
     pacific = spec.link_between("cn-home", "us-west")
     assert (pacific.delay_ms, pacific.rate_mbit, pacific.loss, pacific.mtu,
             pacific.icmp_blackhole) == (75, 50, 0.005, 1400, True)
@@ -56,6 +60,8 @@ def test_inventory_groups_and_host_vars_follow_the_fixed_interface():
     assert groups["control_plane"] == {"usw-anchor", "use-anchor"}
     assert groups["gpu_nodes"] == {"cn-gpu1", "usw-gpu1", "usw-gpu2", "use-gpu1"}
     assert groups["loaders"] == {"cn-loader"}
+    assert groups["egress_nodes"] == {"usw-egress1", "usw-egress2", "use-egress1", "use-egress2"}
+    assert groups["object_store"] == {"usw-store"}
     for host, hostvars in inventory.hosts.items():
         assert hostvars["ansible_connection"] == "containers.podman.podman"
         assert hostvars["ansible_host"] == f"trainnet-lab-{host}"
@@ -234,7 +240,7 @@ def test_lab_up_with_bad_input_refuses_and_creates_nothing(tmp_path, capsys):
 
 def test_validate_command_accepts_the_lab_inventory(capsys):
     assert cli.main(["validate", "-i", str(LAB_INVENTORY)]) == 0
-    assert "3 sites, 8 hosts, 3 links: valid" in capsys.readouterr().out
+    assert "3 sites, 13 hosts, 3 links: valid" in capsys.readouterr().out
 
 
 def test_up_refuses_without_root(monkeypatch, tmp_path):
@@ -272,3 +278,40 @@ def test_two_site_fixture_inventory_is_valid():
     assert spec.links == expected.links
     assert {h: (x.site, x.address) for h, x in spec.hosts.items()} == \
         {h: (x.site, x.address) for h, x in expected.hosts.items()}
+
+
+# --- egress-pool host settings (rate cap, object store) -------------------------------------------
+
+def test_host_rate_cap_and_object_store_round_trip_and_are_validated():
+    from trainnet_lab.spec import build_spec
+    raw = {"sites": {"a": {"lan": "198.18.50.0/24"}}, "links": [],
+           "hosts": {"e": {"site": "a", "address": "198.18.50.10", "rate_mbit": 10},
+                     "s": {"site": "a", "address": "198.18.50.11", "object_store": {"shards": 2, "shard_kib": 4}},
+                     "g": {"site": "a", "address": "198.18.50.12"}}}
+    spec = build_spec(raw)
+    assert spec.hosts["e"].rate_mbit == 10.0 and dict(spec.hosts["s"].object_store) == {"shards": 2, "shard_kib": 4}
+    data = spec.to_dict()
+    # a host without them serialises as before (a running lab's saved topology stays equal)
+    assert data["hosts"]["g"] == {"site": "a", "address": "198.18.50.12", "groups": []}
+    assert type(spec).from_dict(data).topology() == spec.topology()
+    bad = dict(raw, hosts={"e": {"site": "a", "address": "198.18.50.10", "rate_mbit": -1},
+                           "s": {"site": "a", "address": "198.18.50.11", "object_store": {"shards": 0, "shard_kib": 4}},
+                           "t": {"site": "a", "address": "198.18.50.12", "object_store": {"shards": 1}}})
+    with pytest.raises(SpecError) as caught:
+        build_spec(bad)
+    text = "\n".join(caught.value.problems)
+    assert "host e: trainnet_lab_rate_mbit = -1 must be a number of Mbit/s in 0-10000" in text
+    assert "host s: trainnet_lab_object_store.shards = 0 must be an integer in 1-4096" in text
+    assert "host t: trainnet_lab_object_store must be a mapping with exactly shards, shard_kib" in text
+
+
+def test_object_store_sums_are_derived_from_the_seed():
+    from trainnet_lab import object_store
+    sums = object_store.shard_sums(42, 3, 4)
+    assert sums == object_store.shard_sums(42, 3, 4) and len(set(sums.values())) == 3
+    assert sums != object_store.shard_sums(43, 3, 4)
+    import hashlib
+    assert sums["shard-0001.bin"] == hashlib.sha256(object_store.shard_bytes(42, 1, 4)).hexdigest()
+    listing = object_store.shard_list("usw-store", sums)
+    assert listing.splitlines()[0] == sums["shard-0000.bin"] + " https://usw-store/shards/shard-0000.bin"
+    assert object_store.parse_sums("%s  shard-0000.bin\n" % sums["shard-0000.bin"]) == {"shard-0000.bin": sums["shard-0000.bin"]}
