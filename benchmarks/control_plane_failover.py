@@ -3,12 +3,16 @@
 
 Run as root from the checkout, holding the lab lock:
   flock /tmp/trainnet-lab.lock bash -c 'source scripts/bootstrap.sh >/dev/null; \
-      python benchmarks/control_plane_failover.py'
-Brings the lab up, deploys the control plane (benchmarks/control_plane_deploy.yml), waits for
-BFD Up on the master, starts one long-lived TCP echo client (master -> rendezvous on the primary
-anchor), then per cut: ping every 10 ms and poll `ip route get` every 50 ms in the master, cut
-cn-home<->us-west with Lab.set_link, restore after CUT_S, observe POST_S. Writes
-benchmarks/results/failover/results.{json,md}. Always brings the lab down.
+      python benchmarks/control_plane_failover.py [--cuts 5] [--soak 600] [--takeover]'
+Brings the lab up and deploys playbooks/site.yml twice (the second run's changed count is
+recorded), checks every training node reaches the rendezvous address, waits for BFD Up on the
+master, starts one long-lived TCP echo client (master -> rendezvous on the primary anchor), then
+per cut: ping every 10 ms and poll `ip route get` every 50 ms in the master, cut cn-home<->us-west
+with Lab.set_link, restore after CUT_S, observe POST_S. --soak S: S seconds on the default lossy
+links with no cut, counting departures of the rendezvous route from the primary and BFD session
+flaps (false failovers). --takeover: stops the primary anchor's tunnels and BIRD, measures until
+the secondary answers for the rendezvous address, starts them again and measures the way back.
+Writes results.{json,md} under --out (benchmarks/results/failover). Always brings the lab down.
 """
 
 from __future__ import annotations
@@ -124,6 +128,91 @@ def route_dev():
     return f[f.index("dev") + 1]
 
 
+CONTROL_HOSTS = ("trainnet-lab-cn-master", "trainnet-lab-usw-anchor", "trainnet-lab-use-anchor")
+TRAINING_NODES = ("trainnet-lab-cn-gpu1", "trainnet-lab-usw-gpu1", "trainnet-lab-usw-gpu2", "trainnet-lab-use-gpu1")
+
+
+def deploy(results):
+    """site.yml twice; the second run must change nothing. Returns True when both succeeded."""
+    for run in ("first", "second"):
+        start = time.time()
+        dep = sh(["ansible-playbook", "-i", "inventories/lab", "playbooks/site.yml"], 1800, check=False)
+        results[f"site_{run}_run"] = {"rc": dep.returncode, "seconds": round(time.time() - start),
+                                      "recap": fo.parse_recap(dep.stdout)}
+        if dep.returncode != 0:
+            results["error"] = f"site.yml ({run} run) failed:\n" + dep.stdout[-4000:] + dep.stderr[-2000:]
+            print(results["error"], flush=True)
+            return False
+    results["second_run_changed"] = sum(h["changed"] for h in results["site_second_run"]["recap"].values())
+    return True
+
+
+def training_nodes_reach_rendezvous():
+    """{node: replies of 3 pings} through each node's site gateway."""
+    out = {}
+    for node in TRAINING_NODES:
+        r = sh(pexec(node, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", RDV), 20, check=False)
+        out[node.replace("trainnet-lab-", "")] = len(fo.parse_ping(
+            "\n".join("[0] " + line for line in r.stdout.splitlines())))
+    return out
+
+
+def bfd_everywhere():
+    return dict((host, fo.parse_bfd_sessions(sh(pexec(host, "birdc", "show", "bfd", "sessions"), 15,
+                                                  check=False).stdout)) for host in CONTROL_HOSTS)
+
+
+def soak(primary, seconds):
+    """No cut: the rendezvous route must stay on the primary and no BFD session may flap."""
+    before = bfd_everywhere()
+    count = int(seconds * 100) + 100
+    start = time.time()
+    ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(count),
+                                  "-W", "1", "-w", str(int(seconds) + 2), RDV),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    poll = subprocess.Popen(pexec(MASTER, "python3", "-I", "-c", ROUTE_POLL, RDV, str(seconds)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p_out, _ = ping.communicate(timeout=seconds + 60)
+    r_out, _ = poll.communicate(timeout=seconds + 60)
+    end = start + seconds
+    after = bfd_everywhere()
+    res = fo.analyze_soak(fo.parse_route_samples(r_out), primary, fo.parse_ping(p_out), start + 1.0, end - 1.0, 0.01)
+    res["bfd_flaps"] = dict((host.replace("trainnet-lab-", ""), fo.bfd_flaps(before[host], after[host]))
+                            for host in CONTROL_HOSTS)
+    res["bfd_sessions"] = sum(len(v) for v in before.values())
+    return res
+
+
+def takeover(primary):
+    """The primary anchor dies (its tunnels and BIRD stop): the secondary must answer for the
+    rendezvous address; then it comes back and the master's route must return to it."""
+    total = 20.0
+    ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(int(total * 100) + 100),
+                                  "-W", "1", "-w", str(int(total) + 2), RDV),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)
+    stop = time.time()
+    sh(pexec(ANCHOR, "systemctl", "stop", "bird.service", "trainnet-wg@*.service"), 30)
+    p_out, _ = ping.communicate(timeout=total + 30)
+    replies = fo.parse_ping(p_out)
+    after = [r for r in replies if r["send"] > stop]
+    res = {"outage_ms": fo.longest_gap([r["recv"] for r in replies], stop, stop + total),
+           "answered_after": len(after),
+           "master_route": route_dev(),
+           "secondary_route": sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV), 10).stdout.split()[0]}
+    start = time.time()
+    sh(pexec(ANCHOR, "bash", "-c", "systemctl start bird.service; for f in /etc/trainnet/wireguard/*.env; do "
+             "systemctl start trainnet-wg@$(basename $f .env).service; done"), 60)
+    back = None
+    for _ in range(600):  # bounded: 60 s at 100 ms
+        if route_dev() == primary:
+            back = time.time() - start
+            break
+        time.sleep(0.1)
+    res["back_on_primary_ms"] = None if back is None else back * 1000.0
+    return res
+
+
 def one_cut(lab, primary, i):
     total = PRE_S + CUT_S + POST_S
     count = int(total * 100) + 200
@@ -153,9 +242,9 @@ def fmt(v):
     return "-" if v is None else (f"{v:.0f}" if isinstance(v, float) else str(v))
 
 
-def write(results):
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+def write(results, out):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     keys = ["reply_gap_ms", "loss_window_ms", "since_cut_ms", "route_switch_ms", "back_on_primary_ms",
             "back_on_primary_rtt_ms", "restore_gap_ms", "echo_gap_ms"]
     lines = ["# Control-plane failover on the ocean lab", "",
@@ -169,7 +258,27 @@ def write(results):
     t = results.get("tcp", {})
     lines += ["", f"TCP connection survived: **{t.get('survived')}** (error: {t.get('error')}; "
               f"{t.get('sent')} lines sent, {t.get('echoed')} echoed).", ""]
-    (OUT / "results.md").write_text("\n".join(lines))
+    if "second_run_changed" in results:
+        lines += [f"site.yml: first run {results['site_first_run']['seconds']} s, second run "
+                  f"{results['site_second_run']['seconds']} s with **{results['second_run_changed']} changed**.", ""]
+    if "rendezvous_from_training_nodes" in results:
+        lines += ["Rendezvous answers (of 3 pings) from each training node through its site's control host: "
+                  + ", ".join(f"{k} {v}" for k, v in results["rendezvous_from_training_nodes"].items()) + ".", ""]
+    if "soak" in results:
+        k = results["soak"]
+        flaps = sum(len(v) for v in k["bfd_flaps"].values())
+        lines += [f"Soak: {k['soak_s']:.0f} s on the default lossy links, no cut: **{k['false_failovers']} false "
+                  f"failovers** (rendezvous route samples off the primary: {k['route_off_primary_samples']} of "
+                  f"{k['route_samples']}), BFD flaps {flaps} over {k['bfd_sessions']} sessions, "
+                  f"{k['probe_replies']} of {k['probes_expected']} probes answered, longest reply gap "
+                  f"{fmt(k['longest_reply_gap_ms'])} ms.", ""]
+    if "takeover" in results:
+        k = results["takeover"]
+        lines += [f"Primary anchor down (tunnels and BIRD stopped): outage {fmt(k['outage_ms'])} ms until "
+                  f"{RDV} answered from the secondary (master route {k['master_route']}, secondary route "
+                  f"{k['secondary_route']}); back on the primary {fmt(k['back_on_primary_ms'])} ms after it "
+                  "restarted.", ""]
+    (out / "results.md").write_text("\n".join(lines))
 
 
 def main():
@@ -177,11 +286,14 @@ def main():
     ap.add_argument("--cuts", type=int, default=5)
     ap.add_argument("--keep-lab", action="store_true", help="do not run lab up/down (lab already up)")
     ap.add_argument("--render", action="store_true", help="only rewrite results.md from results.json")
+    ap.add_argument("--soak", type=float, default=0.0, help="seconds of soak with no cut (0: none)")
+    ap.add_argument("--takeover", action="store_true", help="also stop the primary anchor and measure the takeover")
+    ap.add_argument("--out", type=Path, default=OUT, help="directory for results.json and results.md")
     args = ap.parse_args()
     if args.render:
-        saved = json.loads((OUT / "results.json").read_text())
+        saved = json.loads((args.out / "results.json").read_text())
         saved["bfd"] = bfd_summary(saved.get("bfd_sessions", ""))
-        write(saved)
+        write(saved, args.out)
         return 0
     results = {"command": " ".join(["python", "benchmarks/control_plane_failover.py", *sys.argv[1:]]),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cuts": [], "median": {}}
@@ -189,15 +301,11 @@ def main():
         if not args.keep_lab:
             print("lab up", flush=True)
             sh([sys.executable, "lab/lab.py", "up"], 900)
-        print("deploy", flush=True)
-        dep = sh(["ansible-playbook", "-i", "inventories/lab", "benchmarks/control_plane_deploy.yml"], 1500,
-                 check=False)
-        results["deploy_rc"] = dep.returncode
-        if dep.returncode != 0:
-            results["error"] = "deploy failed:\n" + dep.stdout[-4000:] + dep.stderr[-2000:]
-            print(results["error"], flush=True)
+        print("deploy: site.yml twice", flush=True)
+        if not deploy(results):
             return 1
         results["bfd_sessions"] = wait_bfd()
+        results["rendezvous_from_training_nodes"] = training_nodes_reach_rendezvous()
         results["bfd"] = bfd_summary(results["bfd_sessions"])
         lab = Lab.from_state(LAB)
         primary = route_dev()
@@ -231,13 +339,23 @@ def main():
         for k in ["reply_gap_ms", "loss_window_ms", "since_cut_ms", "route_switch_ms", "back_on_primary_ms",
                   "back_on_primary_rtt_ms", "restore_gap_ms", "echo_gap_ms"]:
             results["median"][k] = fo.median_of(results["cuts"], k)
+        if args.soak > 0:
+            for _ in range(100):  # bounded: the last failback settles first
+                if route_dev() == primary:
+                    break
+                time.sleep(0.1)
+            print(f"soak {args.soak:.0f} s", flush=True)
+            results["soak"] = soak(primary, args.soak)
+        if args.takeover:
+            print("takeover", flush=True)
+            results["takeover"] = takeover(primary)
         return 0
     finally:
         try:
             Lab.from_state(LAB).set_link("cn-home", "us-west", down=False)
         except Exception:  # noqa: BLE001 - lab may be down already
             pass
-        write(results)
+        write(results, args.out)
         if not args.keep_lab:
             print("lab down", flush=True)
             sh([sys.executable, "lab/lab.py", "down"], 600, check=False)

@@ -159,3 +159,67 @@ def median_of(cuts: list[dict], key: str) -> float | None:
     """Median of one figure over the cuts (cuts where it is None are left out; None if none)."""
     values = [c[key] for c in cuts if c.get(key) is not None]
     return statistics.median(values) if values else None
+
+
+def route_departures(samples: list[tuple[float, str]], primary_dev: str) -> list[float]:
+    """Times at which the route left primary_dev (a sample off primary after one on it)."""
+    departures = []
+    previous = None
+    for t, dev in samples:
+        if previous == primary_dev and dev != primary_dev:
+            departures.append(t)
+        previous = dev
+    return departures
+
+
+# `birdc show bfd sessions` (BIRD 2.0): "169.254.2.1  wg-usw-anchor  Up  10:42:07.123  0.050  0.150"
+_BFD_ROW = re.compile(r"^(?P<addr>\d+\.\d+\.\d+\.\d+)\s+(?P<ifname>\S+)\s+(?P<state>Up|Down|Init|AdminDown)\s+"
+                      r"(?P<since>\S+)")
+
+
+def parse_bfd_sessions(text: str) -> dict:
+    """{interface: (state, since)} from `birdc show bfd sessions`."""
+    sessions = {}
+    for line in text.splitlines():
+        m = _BFD_ROW.match(line.strip())
+        if m:
+            sessions[m["ifname"]] = (m["state"], m["since"])
+    return sessions
+
+
+def bfd_flaps(before: dict, after: dict) -> list[str]:
+    """Sessions that changed state during a window: not Up at either end, or Up since a new time."""
+    return sorted(ifname for ifname in set(before) | set(after)
+                  if before.get(ifname, ("gone", ""))[0] != "Up" or before.get(ifname) != after.get(ifname))
+
+
+def analyze_soak(samples: list[tuple[float, str]], primary_dev: str, replies: list[dict],
+                 start: float, end: float, interval_s: float) -> dict:
+    """A soak with no cut: every departure of the rendezvous route from the primary is a false
+    failover. Loss is replies missing against the probes the interval implies over the window."""
+    window = [s for s in samples if start <= s[0] <= end]
+    got = sum(1 for r in replies if start <= r["send"] <= end)
+    expected = int((end - start) / interval_s)
+    return {
+        "soak_s": end - start,
+        "route_samples": len(window),
+        "route_off_primary_samples": sum(1 for _, dev in window if dev != primary_dev),
+        "false_failovers": len(route_departures(window, primary_dev)),
+        "probes_expected": expected,
+        "probe_replies": got,
+        "longest_reply_gap_ms": longest_gap([r["recv"] for r in replies], start, end),
+    }
+
+
+_RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
+                    r"\s+failed=(?P<failed>\d+)")
+
+
+def parse_recap(text: str) -> dict:
+    """{host: {ok, changed, unreachable, failed}} from ansible-playbook's PLAY RECAP."""
+    recap = {}
+    for line in text.splitlines():
+        m = _RECAP.match(line.strip())
+        if m:
+            recap[m["host"]] = dict((k, int(m[k])) for k in ("ok", "changed", "unreachable", "failed"))
+    return recap

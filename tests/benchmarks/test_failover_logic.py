@@ -109,3 +109,49 @@ def test_median_skips_missing_figures():
     cuts = [{"x": 3.0}, {"x": None}, {"x": 1.0}, {"x": 2.0}]
     assert fo.median_of(cuts, "x") == 2.0
     assert fo.median_of([{"x": None}], "x") is None
+
+
+def test_route_departures_count_each_switch_away_once():
+    samples = [(0.0, "wg-usw"), (0.05, "wg-usw"), (0.1, "wg-use"), (0.15, "wg-use"), (0.2, "wg-usw"),
+               (0.25, "wg-use"), (0.3, "wg-usw")]
+    assert fo.route_departures(samples, "wg-usw") == [0.1, 0.25]
+    # a poll that starts off primary is not a departure (nothing left the primary in the window)
+    assert fo.route_departures([(0.0, "wg-use"), (0.1, "wg-usw")], "wg-usw") == []
+
+
+BFD_BEFORE = """BIRD 2.0.12 ready.
+cp_bfd:
+IP address                Interface  State      Since         Interval  Timeout
+169.254.2.1               wg-usw-anchor Up      02:10:07.123    0.050    0.150
+169.254.3.1               wg-use-anchor Up      02:10:08.456    0.050    0.150
+"""
+
+
+def test_bfd_flaps_from_since_times():
+    before = fo.parse_bfd_sessions(BFD_BEFORE)
+    assert before == {"wg-usw-anchor": ("Up", "02:10:07.123"), "wg-use-anchor": ("Up", "02:10:08.456")}
+    assert fo.bfd_flaps(before, before) == []
+    flapped = BFD_BEFORE.replace("02:10:08.456", "02:15:31.002")
+    assert fo.bfd_flaps(before, fo.parse_bfd_sessions(flapped)) == ["wg-use-anchor"]
+    down = BFD_BEFORE.replace("wg-usw-anchor Up", "wg-usw-anchor Down")
+    assert fo.bfd_flaps(before, fo.parse_bfd_sessions(down)) == ["wg-usw-anchor"]
+    assert fo.bfd_flaps(before, {}) == ["wg-use-anchor", "wg-usw-anchor"]
+
+
+def test_soak_counts_false_failovers_and_loss():
+    samples = [(t / 20.0, "wg-usw") for t in range(200)]
+    samples[100] = (5.0, "wg-use")
+    replies = [{"send": t / 100.0, "recv": t / 100.0 + 0.15} for t in range(1000) if t not in range(400, 450)]
+    soak = fo.analyze_soak(samples, "wg-usw", replies, 0.0, 10.0, 0.01)
+    assert soak["false_failovers"] == 1 and soak["route_off_primary_samples"] == 1
+    assert soak["probes_expected"] == 1000 and soak["probe_replies"] == 950
+    assert round(soak["longest_reply_gap_ms"]) == 510
+
+
+def test_parse_recap():
+    text = """PLAY RECAP *********
+cn-master                  : ok=75   changed=0    unreachable=0    failed=0    skipped=25   rescued=0    ignored=0
+usw-gpu1                   : ok=44   changed=2    unreachable=0    failed=1    skipped=51   rescued=0    ignored=0
+"""
+    assert fo.parse_recap(text) == {"cn-master": {"ok": 75, "changed": 0, "unreachable": 0, "failed": 0},
+                                    "usw-gpu1": {"ok": 44, "changed": 2, "unreachable": 0, "failed": 1}}
