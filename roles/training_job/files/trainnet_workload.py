@@ -9,6 +9,8 @@ Modes
   --verify-allreduce   all-reduce known tensors (default group and the WAN sync groups) and
                        assert the exact result on every rank; exit 3 naming the ranks that differ
   --preflight-only     the preflight checks alone, without importing torch (exit 0 or 2)
+  --resume             (training) start after the newest valid checkpoint any rank holds, so
+                       torchrun's elastic restart continues instead of starting over
 
 WAN-aware gradient sync (--sync-groups N, env TRAINNET_SYNC_GROUPS, default 8): a DDP
 communication hook that splits each gradient bucket into N chunks all-reduced at the same time
@@ -21,6 +23,7 @@ Touches: TCP sockets on the Gloo interface, --log-file, checkpoints and manifest
 """
 
 import argparse
+import ctypes
 import datetime
 import fcntl
 import hashlib
@@ -103,8 +106,10 @@ def build_parser():
                    help="process-group timeout (default: env TRAINNET_PROCESS_GROUP_TIMEOUT_SEC, else %d)" % DEFAULT_PG_TIMEOUT_SEC)
     p.add_argument("--local-addr", default=None, help="this node's gradient-sync address (default: env PET_LOCAL_ADDR); picks the Gloo interface")
     p.add_argument("--log-file", default=None, help="JSON lines are appended here too; {rank}, {local_rank}, {host} are expanded")
-    p.add_argument("--checkpoint-dir", default=None)
+    p.add_argument("--checkpoint-dir", default=None, help="{rank}, {local_rank}, {host} are expanded")
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0 = none)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest valid checkpoint any rank holds (after torchrun's elastic restart)")
     p.add_argument("--checkpoint-writer", action="store_true", default=None,
                    help="this node writes checkpoints (default: env TRAINNET_CHECKPOINT_WRITER)")
     p.add_argument("--verify-elements", type=_positive_int, default=4 * 1024 * 1024, help="largest verify tensor, float32 elements")
@@ -311,7 +316,7 @@ def _atomic_write(path, data):
         os.close(dir_fd)
 
 
-def write_checkpoint(directory, step, payload_bytes, host, rank, world_size, run_id):
+def write_checkpoint(directory, step, payload_bytes, host, rank, world_size, run_id, extra=None):
     """Checkpoint, then its manifest, each atomically: a manifest present means its checkpoint is complete."""
     os.makedirs(directory, exist_ok=True)
     base = "step-%08d-%s" % (step, host)
@@ -328,6 +333,7 @@ def write_checkpoint(directory, step, payload_bytes, host, rank, world_size, run
         "run_id": run_id,
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
     }
+    manifest.update(extra or {})
     manifest_path = os.path.join(directory, base + ".manifest.json")
     _atomic_write(manifest_path, (json.dumps(manifest, sort_keys=True, indent=1) + "\n").encode())
     return ckpt_path, manifest_path, manifest
@@ -445,10 +451,66 @@ def _identity(dist):
     }
 
 
+def latest_valid_checkpoint(directory, seed, width):
+    """(step, path) of the newest checkpoint here whose manifest matches its file (size, SHA-256)
+    and this run's model; (0, None) when there is none. Files without a manifest are incomplete."""
+    best = (0, None)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return best
+    for name in names:
+        if not (name.endswith(".manifest.json") and not name.startswith(".")):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                manifest = json.load(handle)
+            path = os.path.join(directory, manifest["file"])
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if len(data) != manifest.get("size") or hashlib.sha256(data).hexdigest() != manifest.get("sha256"):
+            continue
+        if manifest.get("seed", seed) != seed or manifest.get("width", width) != width:
+            continue
+        if isinstance(manifest.get("step"), int) and manifest["step"] > best[0]:
+            best = (manifest["step"], path)
+    return best
+
+
+def resume_state(args, torch, dist, ident):
+    """Agree on the newest checkpoint any rank holds and give its state to every rank (after an
+    elastic restart only the writer nodes have checkpoints). Returns (step, state or None)."""
+    step, path = latest_valid_checkpoint(args.checkpoint_dir, args.seed, args.width) if args.checkpoint_dir else (0, None)
+    steps = [torch.zeros(1, dtype=torch.int64) for _ in range(ident["world_size"])]
+    dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
+    steps = [int(t) for t in steps]
+    best = max(steps)
+    if best == 0:
+        return 0, None
+    holder = steps.index(best)
+    # Raw bytes as a uint8 tensor: broadcast_object_list needs numpy, which the CPU wheel lacks.
+    size = torch.zeros(1, dtype=torch.int64)
+    if ident["rank"] == holder:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        size[0] = len(data)
+    dist.broadcast(size, src=holder)
+    buffer = torch.frombuffer(bytearray(data), dtype=torch.uint8) if ident["rank"] == holder else torch.empty(int(size), dtype=torch.uint8)
+    dist.broadcast(buffer, src=holder)
+    data = ctypes.string_at(buffer.data_ptr(), buffer.numel())
+    return best, dict(torch.load(io.BytesIO(data), weights_only=True), holder_rank=holder)
+
+
 def train(args, settings, torch, dist, log):
     from torch.nn.parallel import DistributedDataParallel
     ident = _identity(dist)
     model = build_model(torch, args.width, args.seed)
+    start_step, state = resume_state(args, torch, dist, ident) if args.resume else (0, None)
+    if state:
+        model.load_state_dict(state["model"])
+        log.emit(dict(ident, event="resume", from_step=start_step, holder_rank=state["holder_rank"]))
     ddp = DistributedDataParallel(model, bucket_cap_mb=settings["bucket_cap_mb"])
     sync = None
     if not args.no_comm_hook:
@@ -456,10 +518,12 @@ def train(args, settings, torch, dist, log):
         sync = WanSync(make_sync_groups(dist, settings["sync_groups"], timeout), ident["world_size"])
         ddp.register_comm_hook(sync, wan_allreduce_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+    if state:
+        optimizer.load_state_dict(state["optimizer"])
     loss_fn = torch.nn.MSELoss()
     writer = settings["checkpoint_writer"] and ident["local_rank"] == 0 and args.checkpoint_every > 0
     step_times = []
-    for step in range(1, args.steps + 1):
+    for step in range(start_step + 1, args.steps + 1):
         inputs, target = batch_for(torch, args.seed, ident["rank"], step, args.batch_size)
         if sync:
             sync.reset()
@@ -484,11 +548,12 @@ def train(args, settings, torch, dist, log):
             torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "seed": args.seed, "width": args.width}, buffer)
             path, manifest_path, manifest = write_checkpoint(args.checkpoint_dir, step, buffer.getvalue(), ident["host"],
-                                                             ident["rank"], ident["world_size"], ident["run_id"])
+                                                             ident["rank"], ident["world_size"], ident["run_id"],
+                                                             {"seed": args.seed, "width": args.width})
             log.emit(dict(ident, event="checkpoint", step=step, path=path, manifest=manifest_path,
                           size=manifest["size"], sha256=manifest["sha256"]))
-    ordered = sorted(step_times)
-    log.emit(dict(ident, event="done", steps=args.steps, median_step_time_s=round(ordered[len(ordered) // 2], 6),
+    ordered = sorted(step_times) or [0.0]
+    log.emit(dict(ident, event="done", steps=args.steps, first_step=start_step + 1, median_step_time_s=round(ordered[len(ordered) // 2], 6),
                   params=sum(p.numel() for p in model.parameters())))
     return 0
 
@@ -561,9 +626,15 @@ def main(argv=None, env=None):
     except ImportError as exc:
         print("trainnet_workload: cannot import torch (%s): install it (pip install torch==2.13.0)" % exc, file=sys.stderr, flush=True)
         return 1
-    log_path = args.log_file
-    if log_path:
-        log_path = log_path.format(rank=env.get("RANK", "0"), local_rank=env.get("LOCAL_RANK", "0"), host=socket.gethostname())
+    fields = {"rank": env.get("RANK", "0"), "local_rank": env.get("LOCAL_RANK", "0"), "host": socket.gethostname()}
+    try:
+        log_path = args.log_file.format(**fields) if args.log_file else None
+        if args.checkpoint_dir:
+            args.checkpoint_dir = args.checkpoint_dir.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        print("trainnet_workload: --log-file/--checkpoint-dir: unknown placeholder %s (allowed: {rank}, {local_rank}, {host})" % exc,
+              file=sys.stderr, flush=True)
+        return EXIT_PREFLIGHT
     log = JsonLog(log_path)
     dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=settings["pg_timeout_sec"]))
     try:
@@ -576,4 +647,10 @@ def main(argv=None, env=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    EXIT_CODE = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown: with several Gloo groups, torch 2.13 sometimes destroys a
+    # still-joinable worker thread there (std::terminate, exit -6, seen 2 runs in 8 on loopback)
+    # after the job has finished; every output is already flushed, fsynced and closed here.
+    os._exit(EXIT_CODE)

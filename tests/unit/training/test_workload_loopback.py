@@ -57,41 +57,64 @@ def test_comm_hook_gives_the_same_parameters_as_plain_ddp():
         assert not result["sum_equal"] and result["sum_max_abs_diff"] > 0
 
 
-def test_training_logs_steps_and_checkpoint_writers_write_manifests(tmp_path):
-    ckpt = tmp_path / "ckpt"
-    log = str(tmp_path / "log-{rank}.jsonl")
+def run_training(tmp_path, name, extra):
+    # A directory per node, as on real hosts: after a restart only rank 1 holds checkpoints.
+    ckpt = tmp_path / "ckpt-1"
+    log = str(tmp_path / (name + "-{rank}.jsonl"))
     # Two ranks as two nodes: only rank 1's node is a checkpoint writer (as US nodes are).
-    results = run_ranks(["--steps", "4", "--width", "48", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2",
-                         "--log-file", log, "--sync-groups", "4"], world=2,
+    results = run_ranks(["--steps", "6", "--width", "48", "--checkpoint-dir", str(tmp_path / "ckpt-{rank}"), "--checkpoint-every", "2",
+                         "--log-file", log, "--sync-groups", "4"] + extra, world=2,
                         per_rank_env={0: {"TRAINNET_CHECKPOINT_WRITER": "0"}, 1: {"TRAINNET_CHECKPOINT_WRITER": "1"}})
-    started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
-    params = None
+    records = []
     for rank, (rc, out, err) in enumerate(results):
         assert rc == 0, "rank %d: %s" % (rank, err[-2000:])
         with open(log.format(rank=rank)) as handle:
             assert json_lines(handle.read()) == json_lines(out)
-        records = json_lines(out)
-        done = records[-1]
-        assert done["event"] == "done" and done["steps"] == 4
-        params = done["params"]
-        steps = [r for r in records if r["event"] == "step"]
-        assert [s["step"] for s in steps] == [1, 2, 3, 4]
+        records.append(json_lines(out))
+    return ckpt, records
+
+
+def read_manifest(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def test_training_logs_steps_and_checkpoint_writers_write_manifests(tmp_path):
+    started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+    ckpt, records = run_training(tmp_path, "first", [])
+    for rank, lines in enumerate(records):
+        done = lines[-1]
+        assert done["event"] == "done" and done["steps"] == 6
+        steps = [r for r in lines if r["event"] == "step"]
+        assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
         for s in steps:
             assert s["sync_groups"] == 4 and s["world_size"] == 2 and s["rank"] == rank
-            assert s["allreduce_bytes"] == params * 4
+            assert s["allreduce_bytes"] == done["params"] * 4
             assert 0 < s["allreduce_time_s"] <= s["step_time_s"] + 0.001
             expected = 2 * (2 - 1) / 2 * s["allreduce_bytes"] * 8 / s["allreduce_time_s"] / 1e6
             assert abs(s["busbw_mbit_s"] - expected) <= 0.01 * expected + 0.01
-        assert [r["step"] for r in records if r["event"] == "checkpoint"] == ([2, 4] if rank == 1 else [])
+        assert [r["step"] for r in lines if r["event"] == "checkpoint"] == ([2, 4, 6] if rank == 1 else [])
     manifests = sorted(glob.glob(str(ckpt / "*.manifest.json")))
-    assert len(manifests) == 2
-    for step, path in zip((2, 4), manifests):
-        with open(path) as handle:
-            manifest = json.load(handle)
+    assert len(manifests) == 3
+    for step, path in zip((2, 4, 6), manifests):
+        manifest = read_manifest(path)
         data = (ckpt / manifest["file"]).read_bytes()
         assert manifest["step"] == step and manifest["rank"] == 1 and manifest["host"] == socket.gethostname()
         assert manifest["size"] == len(data)
         assert manifest["sha256"] == hashlib.sha256(data).hexdigest()
         assert datetime.datetime.fromisoformat(manifest["time"]) > started
+    assert not (tmp_path / "ckpt-0").exists() or not os.listdir(tmp_path / "ckpt-0")
     # Atomic writes leave no temporary files behind.
     assert sorted(os.listdir(ckpt)) == sorted(os.path.basename(p) for p in manifests + glob.glob(str(ckpt / "*.pt")))
+
+    # An elastic restart after step 5: the step-6 checkpoint never happened. --resume continues
+    # from step 4 (held by rank 1 only) and reproduces the uninterrupted run exactly.
+    last = read_manifest(manifests[-1])
+    os.unlink(manifests[-1])
+    os.unlink(ckpt / last["file"])
+    _ckpt, resumed = run_training(tmp_path, "resumed", ["--resume"])
+    for rank, lines in enumerate(resumed):
+        assert lines[0] == dict(lines[0], event="resume", from_step=4, holder_rank=1)
+        losses = {r["step"]: r["loss"] for r in lines if r["event"] == "step"}
+        assert losses == {r["step"]: r["loss"] for r in records[rank] if r["event"] == "step" and r["step"] > 4}
+    assert read_manifest(manifests[-1])["sha256"] == last["sha256"]
