@@ -187,6 +187,8 @@ def takeover(primary):
     """The primary anchor dies (its tunnels and BIRD stop): the secondary must answer for the
     rendezvous address; then it comes back and the master's route must return to it."""
     total = 20.0
+    # While the primary lives, the secondary relays to it (its takeover route is only a fallback).
+    before = sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV), 10).stdout.split()[0]
     ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(int(total * 100) + 100),
                                   "-W", "1", "-w", str(int(total) + 2), RDV),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -198,6 +200,7 @@ def takeover(primary):
     after = [r for r in replies if r["send"] > stop]
     res = {"outage_ms": fo.longest_gap([r["recv"] for r in replies], stop, stop + total),
            "answered_after": len(after),
+           "secondary_route_before": before,
            "master_route": route_dev(),
            "secondary_route": sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV), 10).stdout.split()[0]}
     start = time.time()

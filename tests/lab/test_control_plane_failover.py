@@ -62,6 +62,7 @@ def test_failover_rendezvous_and_idempotent_site_on_the_default_lab(tmp_path, fi
     figure(f"primary anchor down: {takeover['outage_ms']:.0f} ms until the secondary answered; back "
            f"{takeover['back_on_primary_ms']} ms after restart", "secondary answers; primary takes it back",
            takeover["secondary_route"] == "local")
+    assert takeover["secondary_route_before"] != "local", takeover  # relays while the primary lives
     assert takeover["answered_after"] > 0 and takeover["secondary_route"] == "local", takeover
     assert takeover["master_route"] == "wg-use-anchor", takeover
     assert takeover["outage_ms"] is not None and takeover["outage_ms"] <= 5000, takeover
