@@ -483,7 +483,7 @@ def resume_state(args, torch, dist, ident):
     """Agree on the newest checkpoint any rank holds and give its state to every rank (after an
     elastic restart only the writer nodes have checkpoints). Returns (step, state or None)."""
     step, path = latest_valid_checkpoint(args.checkpoint_dir, args.seed, args.width) if args.checkpoint_dir else (0, None)
-    steps = [torch.zeros(1, dtype=torch.int64) for _ in range(ident["world_size"])]
+    steps = [torch.zeros(1, dtype=torch.int64) for _rank in range(ident["world_size"])]
     dist.all_gather(steps, torch.tensor([step], dtype=torch.int64))
     steps = [int(t) for t in steps]
     best = max(steps)

@@ -25,8 +25,8 @@ def test_manifest_describes_the_file_written(tmp_path):
 
 def test_resume_picks_the_newest_checkpoint_that_matches_its_manifest(tmp_path):
     write(tmp_path, 2, b"two")
-    good, _m, _ = write(tmp_path, 4, b"four")
-    corrupt, _m, _ = write(tmp_path, 6, b"six")
+    good = write(tmp_path, 4, b"four")[0]
+    corrupt = write(tmp_path, 6, b"six")[0]
     with open(corrupt, "r+b") as handle:
         handle.write(b"S")  # same size, other bytes: only the digest catches it
     write(tmp_path, 8, b"other model", width=16)
