@@ -227,6 +227,7 @@ def test_corrupt_shard_is_deleted_reported_and_retried(tmp_path, monkeypatch, ca
 
         class Done:
             returncode = 0
+            stdout = stderr = ""
         return Done()
 
     monkeypatch.setattr(F.subprocess, "run", fake_run)
@@ -249,6 +250,7 @@ def test_shard_still_corrupt_after_all_rounds_is_not_kept(tmp_path, monkeypatch,
 
         class Done:
             returncode = 32
+            stdout = stderr = ""
         return Done()
 
     monkeypatch.setattr(F.subprocess, "run", fake_run)
@@ -258,3 +260,35 @@ def test_shard_still_corrupt_after_all_rounds_is_not_kept(tmp_path, monkeypatch,
     report = json.loads(capsys.readouterr()[0])
     assert rc == 1 and report["failed"] == ["a.bin"] and report["corrupt"] == ["a.bin"] * 3
     assert not (tmp_path / "out" / "a.bin").exists()
+
+
+def test_shard_aria2_rejected_is_reported_corrupt_and_not_kept(tmp_path, monkeypatch, capsys):
+    """aria2 itself finds the mismatch: it keeps the file beside its .aria2 control file and says
+    "Checksum error detected" (aria2 1.36) - reported as corrupt, deleted, fetched again."""
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        dest = [a for a in argv if a.startswith("--dir=")][0][6:]
+        calls.append(1)
+        path = os.path.join(dest, "a.bin")
+        with open(path, "wb") as handle:
+            handle.write(b"wrong" if len(calls) == 1 else b"right")
+        out = ""
+        if len(calls) == 1:
+            open(path + ".aria2", "wb").close()
+            out = "12/01 03:27:08 [ERROR] Checksum error detected. file=%s\n" % path
+
+        class Done:
+            returncode = 32 if len(calls) == 1 else 0
+            stdout = out
+            stderr = ""
+        return Done()
+
+    monkeypatch.setattr(F.subprocess, "run", fake_run)
+    listing = tmp_path / "list"
+    listing.write_text("%s https://s/a.bin\n" % sha(b"right"))
+    rc = F.main(["f", "--json", "--conf", "/dev/null", str(listing), str(tmp_path / "out")])
+    report = json.loads(capsys.readouterr()[0])
+    assert rc == 0 and report["corrupt"] == ["a.bin"] and report["ok"] == 1
+    assert not (tmp_path / "out" / "a.bin.aria2").exists()
+    assert (tmp_path / "out" / "a.bin").read_bytes() == b"right"
