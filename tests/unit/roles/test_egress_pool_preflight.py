@@ -97,7 +97,7 @@ def test_bad_input_fails_in_preflight_naming_the_variable(tmp_path, extra, messa
 
 
 def test_empty_pool_in_exclusive_mode(tmp_path):
-    inventory = INVENTORY.split("    egress_nodes:")[0]
+    inventory = INVENTORY.split("    egress_nodes:", maxsplit=1)[0]
     rc, out = run(tmp_path, {}, inventory=inventory)
     assert rc != 0
     assert "the pool is empty (no hosts in group egress_nodes and egress_pool_upstreams is empty)" in out, out[-3000:]
