@@ -111,6 +111,7 @@ def test_env_file_on_training_node_is_quoted_and_complete():
     assert values["MASTER_ADDR"] == RDV and values["MASTER_PORT"] == "29500"
     assert values["PET_RDZV_BACKEND"] == "c10d" and values["PET_RDZV_ENDPOINT"] == RDV + ":29400"
     assert "read_timeout=300" in values["PET_RDZV_CONF"] and "join_timeout=900" in values["PET_RDZV_CONF"]
+    assert values["PET_RDZV_CONF"].startswith("is_host=false,")  # the anchor's store, never a node's own
     assert values["PET_LOCAL_ADDR"] == "192.0.2.1"
     # Anchors are not training nodes here.
     assert not on(USW).file("/etc/trainnet/control_plane.env").exists
