@@ -204,8 +204,9 @@ def test_parse_shard_list_and_aria2_input():
 
 
 def test_parse_shard_list_problems():
-    problems = F.parse_shard_list("abc https://s/a\n%s ftp://s/a\n%s https://s/../\n%s https://s/a\n%s https://s/a\nx\n"
-                                   % (sha(b"1"), sha(b"2"), sha(b"3"), sha(b"4")))[1]
+    text = "abc https://s/a\n%s ftp://s/a\n%s https://s/../\n%s https://s/a\n%s https://s/a\nx\n" % (
+        sha(b"1"), sha(b"2"), sha(b"3"), sha(b"4"))
+    problems = F.parse_shard_list(text)[1]
     assert "line 1: 'abc' is not a SHA-256 (64 hex digits)" in problems
     assert "line 2: 'ftp://s/a' is not an http(s) URL" in problems
     assert "line 3: file name '..' (letters, digits, ._- only)" in problems
