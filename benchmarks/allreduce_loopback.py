@@ -4,7 +4,7 @@
 Loopback has no RTT and no loss, so this shows the cost of the split (more messages, more
 threads), not its benefit; the benefit (issue 13: 21-27 -> 32-39 Mbit/s at 150 ms, 50 Mbit/s)
 needs the lab's long path. Uses the shipped workload's own `chunked_allreduce` and
-`make_sync_groups` (roles/training_job/files/trainnet_workload.py), so it measures the code
+`make_sync_groups` (training/trainnet_workload.py), so it measures the code
 DDP's hook runs.
 
     .venv/bin/python benchmarks/allreduce_loopback.py [--ranks 2] [--mbytes 16] [--groups 1,8] [--repeats 5]
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "roles", "training_job", "files", "trainnet_workload.py")
+WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "training", "trainnet_workload.py")
 
 
 def load_workload():

@@ -11,7 +11,7 @@ import time
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-FILES = os.path.join(ROOT, "roles", "training_job", "files")
+FILES = os.path.join(ROOT, "training")
 WORKLOAD = os.path.join(FILES, "trainnet_workload.py")
 STORE = os.path.join(FILES, "trainnet_rendezvous_store.py")
 try:
