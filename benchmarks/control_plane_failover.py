@@ -132,9 +132,9 @@ CONTROL_HOSTS = ("trainnet-lab-cn-master", "trainnet-lab-usw-anchor", "trainnet-
 TRAINING_NODES = ("trainnet-lab-cn-gpu1", "trainnet-lab-usw-gpu1", "trainnet-lab-usw-gpu2", "trainnet-lab-use-gpu1")
 
 
-def deploy(results):
-    """site.yml twice; the second run must change nothing. Returns True when both succeeded."""
-    for run in ("first", "second"):
+def deploy(results, runs=2):
+    """site.yml `runs` times (1 or 2); a second run must change nothing. True when all succeeded."""
+    for run in ("first", "second")[:runs]:
         start = time.time()
         dep = sh(["ansible-playbook", "-i", "inventories/lab", "playbooks/site.yml"], 1800, check=False)
         results[f"site_{run}_run"] = {"rc": dep.returncode, "seconds": round(time.time() - start),
@@ -143,7 +143,8 @@ def deploy(results):
             results["error"] = f"site.yml ({run} run) failed:\n" + dep.stdout[-4000:] + dep.stderr[-2000:]
             print(results["error"], flush=True)
             return False
-    results["second_run_changed"] = sum(h["changed"] for h in results["site_second_run"]["recap"].values())
+    if runs > 1:
+        results["second_run_changed"] = sum(h["changed"] for h in results["site_second_run"]["recap"].values())
     return True
 
 
@@ -292,6 +293,8 @@ def main():
     ap.add_argument("--soak", type=float, default=0.0, help="seconds of soak with no cut (0: none)")
     ap.add_argument("--takeover", action="store_true", help="also stop the primary anchor and measure the takeover")
     ap.add_argument("--out", type=Path, default=OUT, help="directory for results.json and results.md")
+    ap.add_argument("--site-runs", type=int, choices=(1, 2), default=2,
+                    help="site.yml runs before measuring (2: the second must report 0 changed)")
     args = ap.parse_args()
     if args.render:
         saved = json.loads((args.out / "results.json").read_text())
@@ -304,8 +307,8 @@ def main():
         if not args.keep_lab:
             print("lab up", flush=True)
             sh([sys.executable, "lab/lab.py", "up"], 900)
-        print("deploy: site.yml twice", flush=True)
-        if not deploy(results):
+        print(f"deploy: site.yml x{args.site_runs}", flush=True)
+        if not deploy(results, args.site_runs):
             return 1
         results["bfd_sessions"] = wait_bfd()
         results["rendezvous_from_training_nodes"] = training_nodes_reach_rendezvous()
