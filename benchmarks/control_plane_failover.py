@@ -158,14 +158,16 @@ def training_nodes_reach_rendezvous():
     return out
 
 
-def bfd_everywhere():
-    return dict((host, fo.parse_bfd_sessions(sh(pexec(host, "birdc", "show", "bfd", "sessions"), 15,
-                                                  check=False).stdout)) for host in CONTROL_HOSTS)
+def bfd_raw():
+    """`birdc show bfd sessions` per control host (kept in the results: a flap can be read back)."""
+    return dict((host, sh(pexec(host, "birdc", "show", "bfd", "sessions"), 15, check=False).stdout)
+                for host in CONTROL_HOSTS)
 
 
 def soak(primary, seconds):
     """No cut: the rendezvous route must stay on the primary and no BFD session may flap."""
-    before = bfd_everywhere()
+    raw_before = bfd_raw()
+    before = dict((host, fo.parse_bfd_sessions(text)) for host, text in raw_before.items())
     count = int(seconds * 100) + 100
     start = time.time()
     ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(count),
@@ -176,11 +178,13 @@ def soak(primary, seconds):
     p_out, _ = ping.communicate(timeout=seconds + 60)
     r_out, _ = poll.communicate(timeout=seconds + 60)
     end = start + seconds
-    after = bfd_everywhere()
+    raw_after = bfd_raw()
+    after = dict((host, fo.parse_bfd_sessions(text)) for host, text in raw_after.items())
     res = fo.analyze_soak(fo.parse_route_samples(r_out), primary, fo.parse_ping(p_out), start + 1.0, end - 1.0, 0.01)
     res["bfd_flaps"] = dict((host.replace("trainnet-lab-", ""), fo.bfd_flaps(before[host], after[host]))
                             for host in CONTROL_HOSTS)
     res["bfd_sessions"] = sum(len(v) for v in before.values())
+    res["bfd_raw"] = {"before": raw_before, "after": raw_after}
     return res
 
 
