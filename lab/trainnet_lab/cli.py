@@ -7,6 +7,7 @@
               link cn-home,us-west down        (silent drop of every packet, both directions)
               link cn-home,us-west up
               link cn-home,us-west set loss=0.02 delay_ms=120
+              link cn-home,us-west set loss_model=gilbert_elliott loss_burst_packets=4
               link cn-home,us-west reset       (back to the inventory's settings)
               link cn-home,us-west show
   validate  check the inventory's lab description without root or side effects
@@ -46,13 +47,24 @@ def _lab_for_existing(args) -> Lab:
         return Lab(_spec_from_args(args), args.state_root)
 
 
+def loss_text(settings) -> str:
+    """'loss 0.01', or with the bursty model 'loss 0.02 gilbert_elliott burst 4' (settings: a
+    dict, or a spec Link; absent fields come from an emulator older than the loss models)."""
+    get = settings.get if isinstance(settings, dict) else lambda key, default=None: getattr(
+        settings, key, default)
+    text = f"loss {get('loss'):g}"
+    if get("loss_model", "bernoulli") != "bernoulli":
+        text += f" {get('loss_model')} burst {get('loss_burst_packets'):g}"
+    return text
+
+
 def cmd_validate(args) -> int:
     spec = _spec_from_args(args)
     print(f"{args.inventory}: {len(spec.sites)} sites, {len(spec.hosts)} hosts, "
           f"{len(spec.links)} links: valid")
     for link in spec.links:
         print(f"  {link.name}: {link.delay_ms} ms one way (RTT {link.rtt_ms} ms), "
-              f"{link.rate_mbit} Mbit/s, loss {link.loss}, queue {link.effective_queue_bytes} B, "
+              f"{link.rate_mbit} Mbit/s, {loss_text(link)}, queue {link.effective_queue_bytes} B, "
               f"MTU {link.mtu}{' (ICMP black hole)' if link.icmp_blackhole else ''}")
     return 0
 
@@ -99,15 +111,15 @@ def print_status(report: dict) -> None:
         print(f"  {host['host']:<14}{host['site']:<10}{host['address']:<16}{ns:<30}"
               + (host.get("container_state", "") if report["host_kind"] == "container" else ""))
     print("\nlinks:")
-    header = (f"  {'direction':<20}{'config':<40}{'rx pkts':>10}{'tx pkts':>10}{'Mbit/s':>8}"
+    header = (f"  {'direction':<20}{'config':<44}{'rx pkts':>10}{'tx pkts':>10}{'Mbit/s':>8}"
               f"{'loss':>7}{'queue':>7}{'mtu':>6}{'icmp':>6}")
     print(header + f"{'down':>8}")
     for link in report["links"]:
         config = (f"{'DOWN ' if link.get('down') else ''}{link['delay_ms']:g}ms "
-                  f"{link['rate_mbit']:g}Mbit loss {link['loss']:g} "
+                  f"{link['rate_mbit']:g}Mbit {loss_text(link)} "
                   f"mtu {link['mtu']}{' bh' if link['icmp_blackhole'] else ''}")
         for direction, c in link["directions"].items():
-            print(f"  {direction:<20}{config:<40}{_format_count(c.get('rx_packets')):>10}"
+            print(f"  {direction:<20}{config:<44}{_format_count(c.get('rx_packets')):>10}"
                   f"{_format_count(c.get('tx_packets')):>10}{_format_count(c.get('tx_mbit_per_s')):>8}"
                   f"{_format_count(c.get('drop_loss')):>7}{_format_count(c.get('drop_queue')):>7}"
                   f"{_format_count(c.get('drop_mtu')):>6}"
@@ -115,6 +127,11 @@ def print_status(report: dict) -> None:
                   f"{_format_count(c.get('drop_down')):>8}")
     print("  (drops by cause: loss, queue = drop-tail, mtu = over the path MTU, down = link cut "
           "with `lab link`; icmp = frag-needed sent)")
+    bursty = [f"{direction} {c['drop_loss'] / c['loss_bursts']:.2f}"
+              for link in report["links"] for direction, c in link["directions"].items()
+              if c.get("loss_bursts")]
+    if bursty:
+        print("  mean loss burst (packets): " + ", ".join(bursty))
     changed = {link["link"]: link["runtime_change"] for link in report["links"]
                if link.get("runtime_change")}
     for name, change in changed.items():
@@ -159,8 +176,8 @@ def parse_link_settings(items: list[str]) -> dict:
 def _describe_link(name: str, settings: dict, change: dict | None) -> str:
     state = "DOWN (every packet dropped, both directions)" if settings.get("down") else "up"
     text = (f"link {name}: {state}; {settings['delay_ms']:g} ms one way, jitter "
-            f"{settings['jitter_ms']:g} ms, {settings['rate_mbit']:g} Mbit/s, loss "
-            f"{settings['loss']:g}, queue {settings['queue_bytes']} B, mtu {settings['mtu']}"
+            f"{settings['jitter_ms']:g} ms, {settings['rate_mbit']:g} Mbit/s, "
+            f"{loss_text(settings)}, queue {settings['queue_bytes']} B, mtu {settings['mtu']}"
             f"{' (ICMP black hole)' if settings['icmp_blackhole'] else ''}")
     changed = {k: v for k, v in (change or {}).items() if k != "sites"}
     return text + (f"\n  changed at runtime: {changed}" if changed
@@ -226,8 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     link.add_argument("link_sites", metavar="SITE_A,SITE_B")
     link.add_argument("action", choices=LINK_ACTIONS)
     link.add_argument("settings", nargs="*", metavar="FIELD=VALUE",
-                      help="for set: delay_ms, jitter_ms, rate_mbit, loss, queue_bytes (0 = one "
-                           "BDP), mtu, icmp_blackhole")
+                      help="for set: delay_ms, jitter_ms, rate_mbit, loss, loss_model (bernoulli "
+                           "or gilbert_elliott), loss_burst_packets (mean burst, gilbert_elliott), "
+                           "queue_bytes (0 = one BDP), mtu, icmp_blackhole")
     link.set_defaults(func=cmd_link)
     sub.add_parser("validate", parents=[common], help="check the inventory only").set_defaults(
         func=cmd_validate)

@@ -79,7 +79,10 @@ class Emulator:
             self.links.append(DirectedLink(
                 link["src"], link["dst"], rate_mbit=link["rate_mbit"], delay_ms=link["delay_ms"],
                 jitter_ms=link["jitter_ms"], loss=link["loss"], queue_bytes=link["queue_bytes"],
-                mtu=link["mtu"], icmp_blackhole=link["icmp_blackhole"], seed=config["seed"]))
+                mtu=link["mtu"], icmp_blackhole=link["icmp_blackhole"], seed=config["seed"],
+                # absent from the config at their defaults (spec.LOSS_MODEL_DEFAULTS)
+                loss_model=link.get("loss_model", "bernoulli"),
+                loss_burst_packets=link.get("loss_burst_packets", 1)))
         for site in self.sites.values():
             site.routes = packets.PrefixTable(
                 {self.sites[link.dst].lan: link for link in self.links if link.src == site.name})
@@ -403,7 +406,7 @@ class Emulator:
             c = link.counters(time.monotonic())
             print(f"{stamp} {event} {link.name}: rx {c['rx_packets']} pkts/{c['rx_bytes']} B, "
                   f"tx {c['tx_packets']} pkts/{c['tx_bytes']} B, drops down={c['drop_down']} "
-                  f"loss={c['drop_loss']} "
+                  f"loss={c['drop_loss']} in {c['loss_bursts']} bursts "
                   f"queue={c['drop_queue']} mtu={c['drop_mtu']}, "
                   f"icmp_frag_needed={c['icmp_frag_needed_sent']}", flush=True)
         for site in self.sites.values():

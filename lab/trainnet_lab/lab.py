@@ -504,8 +504,8 @@ class Lab:
         """Change a running link in both directions without restarting the emulator.
 
         down=True drops every packet silently (no ICMP, interfaces stay up), down=False restores;
-        settings are any of delay_ms, jitter_ms, rate_mbit, loss, queue_bytes, mtu,
-        icmp_blackhole. Validated first (SpecError naming the link and field), then applied
+        settings are any of delay_ms, jitter_ms, rate_mbit, loss, loss_model, loss_burst_packets,
+        queue_bytes, mtu, icmp_blackhole. Validated first (SpecError naming the link and field), then applied
         atomically by the emulator; returns its acknowledgement (the link's new settings).
         """
         name = self.link_name(a, b)
@@ -703,7 +703,8 @@ class Lab:
         links = []
         for link in self.spec.links:
             entry = {"link": link.name, "delay_ms": link.delay_ms, "jitter_ms": link.jitter_ms,
-                     "rate_mbit": link.rate_mbit, "loss": link.loss,
+                     "rate_mbit": link.rate_mbit, "loss": link.loss, "loss_model": link.loss_model,
+                     "loss_burst_packets": link.loss_burst_packets,
                      "queue_bytes": link.effective_queue_bytes, "mtu": link.mtu,
                      "icmp_blackhole": link.icmp_blackhole, "down": False, "directions": {}}
             # The running emulator's settings win: `lab link` may have changed them.

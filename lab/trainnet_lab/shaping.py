@@ -5,7 +5,10 @@ Model (per directed site pair), in the order a packet meets it:
      as drop_down; packets already on the delay line still arrive (they were past the cut);
   1. path MTU: a packet larger than the MTU does not enter (the emulator black-holes it, answers
      with ICMP "fragmentation needed", or fragments it when DF is clear);
-  2. random loss: seeded Bernoulli trial per packet (like netem, a lost packet takes no queue space);
+  2. random loss (like netem, a lost packet takes no queue space), by the link's loss model:
+     - bernoulli (default): an independent seeded trial per packet with probability `loss`;
+     - gilbert_elliott: a two-state Markov chain advanced once per packet (see GilbertElliott),
+       so losses come in bursts of mean length `loss_burst_packets` at the same mean rate `loss`;
   3. FIFO drop-tail queue of queue_bytes in front of the serialiser;
   4. serialisation at rate_bit/s: departure = max(now, last departure) + size * 8 / rate;
   5. propagation delay plus optional jitter, never earlier than the previous packet's release,
@@ -31,6 +34,58 @@ TOO_BIG = 2
 
 MIN_AUTO_QUEUE_BYTES = 64 * 1024
 
+LOSS_MODELS = ("bernoulli", "gilbert_elliott")
+
+
+def gilbert_elliott_transitions(loss: float, burst_packets: float) -> tuple[float, float]:
+    """(q, r) = (P(Good->Bad), P(Bad->Good)) per packet for mean loss `loss` and mean burst
+    length `burst_packets` (packets), with every packet lost in Bad and none in Good.
+
+    A burst is a stay in Bad: geometric with mean 1/r, so r = 1/b. The chain is in Bad a
+    fraction q/(q+r) of the packets; setting that to p gives q = p*r/(1-p). q is a probability
+    only when b >= p/(1-p) (for p < 0.5 every b >= 1 is fine); ValueError otherwise.
+    """
+    if burst_packets < 1:
+        raise ValueError(f"mean burst length {burst_packets} must be at least 1 packet")
+    if not 0 <= loss < 1:
+        raise ValueError(f"loss {loss} must be in [0, 1)")
+    bad_to_good = 1.0 / burst_packets
+    good_to_bad = loss * bad_to_good / (1.0 - loss)
+    if good_to_bad > 1:
+        raise ValueError(f"loss {loss} needs a mean burst of at least loss/(1-loss) = "
+                         f"{loss / (1 - loss):.3g} packets, not {burst_packets}")
+    return good_to_bad, bad_to_good
+
+
+class GilbertElliott:
+    """The simple Gilbert(-Elliott) loss model: Good loses nothing, Bad loses every packet.
+
+    lost() advances the chain by one packet, then reports the new state: one uniform draw per
+    packet from `uniform` (the link's seeded loss stream), so a seed gives the same losses every
+    run. The chain starts in Good. set() keeps the current state (a runtime change does not cut
+    a burst short), except that loss 0 goes back to Good, so loss 0 means no loss at once.
+    """
+
+    __slots__ = ("uniform", "bad", "good_to_bad", "bad_to_good")
+
+    def __init__(self, loss: float, burst_packets: float, uniform):
+        self.uniform = uniform
+        self.bad = False
+        self.set(loss, burst_packets)
+
+    def set(self, loss: float, burst_packets: float) -> None:
+        self.good_to_bad, self.bad_to_good = gilbert_elliott_transitions(loss, burst_packets)
+        if not loss:
+            self.bad = False
+
+    def lost(self) -> bool:
+        if self.bad:
+            if self.uniform() < self.bad_to_good:
+                self.bad = False
+        elif self.uniform() < self.good_to_bad:
+            self.bad = True
+        return self.bad
+
 
 def auto_queue_bytes(rate_mbit: float, delay_ms: float) -> int:
     """About one bandwidth-delay product of the round trip, but never a uselessly tiny queue."""
@@ -41,23 +96,29 @@ class DirectedLink:
     """Shapes packets from one site to another. Counters are plain attributes for speed."""
 
     COUNTERS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drop_down",
-                "drop_loss", "drop_queue", "drop_mtu", "icmp_frag_needed_sent", "fragmented")
+                "drop_loss", "loss_bursts", "drop_queue", "drop_mtu", "icmp_frag_needed_sent",
+                "fragmented")
     # What the runtime control channel may change (sites and seed are the link's identity).
-    SETTABLE = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "queue_bytes", "mtu",
-                "icmp_blackhole")
+    SETTABLE = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "loss_model", "loss_burst_packets",
+                "queue_bytes", "mtu", "icmp_blackhole")
 
     def __init__(self, src: str, dst: str, *, rate_mbit: float, delay_ms: float,
-                 jitter_ms: float = 0.0, loss: float = 0.0, queue_bytes: int = 0,
-                 mtu: int = 1500, icmp_blackhole: bool = False, seed: int | str = 0):
+                 jitter_ms: float = 0.0, loss: float = 0.0, loss_model: str = "bernoulli",
+                 loss_burst_packets: float = 1, queue_bytes: int = 0, mtu: int = 1500,
+                 icmp_blackhole: bool = False, seed: int | str = 0):
         self.src = src
         self.dst = dst
         self.name = f"{src}->{dst}"
         self.down = False
-        self.configure(rate_mbit=rate_mbit, delay_ms=delay_ms, jitter_ms=jitter_ms, loss=loss,
-                       queue_bytes=queue_bytes, mtu=mtu, icmp_blackhole=icmp_blackhole)
         # Separate generators so that enabling jitter does not change which packets are lost.
+        # Both loss models draw from the same per-direction stream, one draw per packet.
         self._loss_random = random.Random(f"{seed}:{self.name}:loss").random
         self._jitter_random = random.Random(f"{seed}:{self.name}:jitter").uniform
+        self._burst: GilbertElliott | None = None
+        self._last_lost = False
+        self.configure(rate_mbit=rate_mbit, delay_ms=delay_ms, jitter_ms=jitter_ms, loss=loss,
+                       loss_model=loss_model, loss_burst_packets=loss_burst_packets,
+                       queue_bytes=queue_bytes, mtu=mtu, icmp_blackhole=icmp_blackhole)
         self.last_departure = 0.0
         self.last_release = 0.0
         # FIFO of (release_time, packet); release times never decrease.
@@ -84,6 +145,22 @@ class DirectedLink:
             self.jitter = float(self.jitter_ms) / 1000.0
         if "loss" in settings:
             self.loss = settings["loss"]
+        if "loss_model" in settings:
+            if settings["loss_model"] not in LOSS_MODELS:
+                raise ValueError(f"loss_model {settings['loss_model']!r}: expected one of "
+                                 f"{', '.join(LOSS_MODELS)}")
+            self.loss_model = settings["loss_model"]
+        if "loss_burst_packets" in settings:
+            self.loss_burst_packets = settings["loss_burst_packets"]
+        if {"loss", "loss_model", "loss_burst_packets"} & set(settings):
+            if self.loss_model == "gilbert_elliott":
+                if self._burst is None:
+                    self._burst = GilbertElliott(self.loss, self.loss_burst_packets,
+                                                 self._loss_random)
+                else:
+                    self._burst.set(self.loss, self.loss_burst_packets)
+            else:
+                self._burst = None
         if "queue_bytes" in settings:
             self.queue_bytes = int(settings["queue_bytes"]) or auto_queue_bytes(
                 self.rate_mbit, self.delay_ms)
@@ -94,7 +171,8 @@ class DirectedLink:
 
     def settings(self) -> dict:
         return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
-                "rate_mbit": self.rate_mbit, "loss": self.loss, "queue_bytes": self.queue_bytes,
+                "rate_mbit": self.rate_mbit, "loss": self.loss, "loss_model": self.loss_model,
+                "loss_burst_packets": self.loss_burst_packets, "queue_bytes": self.queue_bytes,
                 "mtu": self.mtu, "icmp_blackhole": self.icmp_blackhole, "down": self.down}
 
     def backlog_bytes(self, now: float) -> float:
@@ -112,9 +190,19 @@ class DirectedLink:
             return DROPPED
         if size > self.mtu:
             return TOO_BIG
-        if self.loss and self._loss_random() < self.loss:
-            self.drop_loss += 1
-            return DROPPED
+        if self.loss:
+            burst = self._burst
+            if burst is None:
+                lost = self._loss_random() < self.loss
+            else:
+                lost = burst.lost()
+            if lost:
+                self.drop_loss += 1
+                if not self._last_lost:
+                    self.loss_bursts += 1  # runs of consecutive losses: drop_loss / loss_bursts
+                self._last_lost = True
+                return DROPPED
+            self._last_lost = False
         start = self.last_departure
         if start > now:
             if (start - now) * self.bytes_per_second + size > self.queue_bytes:

@@ -25,7 +25,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_M
 
 from . import DEFAULT_LAB_NAME
 from .inventory import Inventory
-from .shaping import auto_queue_bytes
+from .shaping import LOSS_MODELS, auto_queue_bytes
 
 LAB_ADDRESS_SPACE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range
 DEFAULT_IMAGE = "localhost/trainnet-debian12:latest"
@@ -37,8 +37,12 @@ LAB_NAME_PATTERN = re.compile(r"^trainnet-lab[a-z0-9-]*$")
 ROUTER_INFIX = "rt-"  # router namespaces are <lab>-rt-<site>; no host may be called rt-*
 
 LINK_REQUIRED = ("sites", "delay_ms", "rate_mbit")
-LINK_DEFAULTS = {"jitter_ms": 0, "loss": 0.0, "queue_bytes": 0, "mtu": 1500,
-                 "icmp_blackhole": False}
+LINK_DEFAULTS = {"jitter_ms": 0, "loss": 0.0, "loss_model": "bernoulli", "loss_burst_packets": 1,
+                 "queue_bytes": 0, "mtu": 1500, "icmp_blackhole": False}
+# Left out of the emulator's config while at their defaults, so that the config of a link that
+# does not use them is what it was before they existed (`lab up` does not restart the emulator).
+LOSS_MODEL_DEFAULTS = {"loss_model": "bernoulli", "loss_burst_packets": 1}
+MAX_BURST_PACKETS = 1_000_000
 LINK_FIELDS = set(LINK_REQUIRED) | set(LINK_DEFAULTS) | {"name"}
 MAX_RATE_MBIT = 10000
 MAX_DELAY_MS = 10000
@@ -91,6 +95,10 @@ class Link:
     queue_bytes: int = 0
     mtu: int = 1500
     icmp_blackhole: bool = False
+    # How `loss` is spread over packets: bernoulli (independent) or gilbert_elliott (bursts of
+    # mean length loss_burst_packets); see shaping.GilbertElliott.
+    loss_model: str = "bernoulli"
+    loss_burst_packets: float = 1
 
     @property
     def name(self) -> str:
@@ -109,7 +117,9 @@ class Link:
         common = {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
                   "rate_mbit": self.rate_mbit, "loss": self.loss,
                   "queue_bytes": self.effective_queue_bytes, "mtu": self.mtu,
-                  "icmp_blackhole": self.icmp_blackhole}
+                  "icmp_blackhole": self.icmp_blackhole,
+                  **{k: getattr(self, k) for k, default in LOSS_MODEL_DEFAULTS.items()
+                     if getattr(self, k) != default}}
         a, b = self.sites
         return [{"src": a, "dst": b, **common}, {"src": b, "dst": a, **common}]
 
@@ -158,7 +168,9 @@ class LabSpec:
                           **({"rate_mbit": h.rate_mbit} if h.rate_mbit else {}),
                           **({"object_store": dict(h.object_store)} if h.object_store else {})}
                       for n, h in self.hosts.items()},
-            "links": [{**asdict(link), "sites": list(link.sites)} for link in self.links],
+            "links": [{**{k: v for k, v in asdict(link).items()
+                          if k not in LOSS_MODEL_DEFAULTS or v != LOSS_MODEL_DEFAULTS[k]},
+                       "sites": list(link.sites)} for link in self.links],
         }
 
     @classmethod
@@ -232,7 +244,10 @@ def _validate_sites(raw_sites, problems: list[str]) -> dict[str, Site]:
     return sites
 
 
-def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str]) -> Link | None:
+def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str],
+                   given: set | None = None) -> Link | None:
+    """`given`: the fields the user wrote (default: all of raw's), for the checks that depend on
+    intent rather than on the resulting values."""
     if not isinstance(raw, dict):
         problems.append(f"trainnet_wan_links[{index}]: expected a mapping")
         return None
@@ -279,16 +294,40 @@ def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str])
         problems.append(f"{where}: queue_bytes = {values['queue_bytes']} cannot hold one packet "
                         f"of the path MTU ({values['mtu']}); use 0 for about one BDP")
     check("icmp_blackhole", lambda v: isinstance(v, bool), "must be true or false")
+    _check_loss_model(where, values, set(raw) if given is None else given, problems)
     if len(problems) > before:
         return None
     return Link(sites=(pair[0], pair[1]), delay_ms=values["delay_ms"],
                 rate_mbit=values["rate_mbit"], jitter_ms=values["jitter_ms"], loss=values["loss"],
                 queue_bytes=values["queue_bytes"], mtu=values["mtu"],
-                icmp_blackhole=values["icmp_blackhole"])
+                icmp_blackhole=values["icmp_blackhole"], loss_model=values["loss_model"],
+                loss_burst_packets=values["loss_burst_packets"])
 
 
-RUNTIME_FIELDS = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "queue_bytes", "mtu",
-                  "icmp_blackhole")
+def _check_loss_model(where: str, values: dict, given: set, problems: list[str]) -> None:
+    model, burst, loss = values["loss_model"], values["loss_burst_packets"], values["loss"]
+    if model not in LOSS_MODELS:
+        problems.append(f"{where}: loss_model = {model!r} must be one of {', '.join(LOSS_MODELS)}")
+        return
+    if not _is_number(burst) or not 1 <= burst <= MAX_BURST_PACKETS:
+        problems.append(f"{where}: loss_burst_packets = {burst!r} must be the mean length of a "
+                        f"loss burst in packets, a number from 1 to {MAX_BURST_PACKETS}")
+        return
+    if model == "bernoulli":
+        # Written but unused would be a silent surprise: bursts need the bursty model.
+        if "loss_burst_packets" in given and burst != 1:
+            problems.append(f"{where}: loss_burst_packets = {burst!r} needs loss_model: "
+                            "gilbert_elliott (bernoulli losses are independent, no bursts)")
+        return
+    # P(Good->Bad) = p / (b (1 - p)) must be a probability: only reachable for loss >= 0.5.
+    if _is_number(loss) and 0 <= loss < 1 and burst < loss / (1 - loss):
+        problems.append(f"{where}: loss = {loss!r} with loss_model: gilbert_elliott needs "
+                        f"loss_burst_packets >= loss/(1-loss) = {loss / (1 - loss):.3g} "
+                        f"(is {burst!r})")
+
+
+RUNTIME_FIELDS = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "loss_model", "loss_burst_packets",
+                  "queue_bytes", "mtu", "icmp_blackhole")
 
 
 def validate_runtime_settings(link_name: str, current: dict, settings: dict) -> list[str]:
@@ -300,7 +339,8 @@ def validate_runtime_settings(link_name: str, current: dict, settings: dict) -> 
     if problems:
         return problems
     pair = link_name.split("<->")
-    _validate_link(0, {**current, **settings, "sites": pair}, dict.fromkeys(pair), problems)
+    _validate_link(0, {**current, **settings, "sites": pair}, dict.fromkeys(pair), problems,
+                   given=set(settings))
     return problems
 
 
