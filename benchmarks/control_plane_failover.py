@@ -4,15 +4,15 @@
 Run as root from the checkout, holding the lab lock:
   flock /tmp/trainnet-lab.lock bash -c 'source scripts/bootstrap.sh >/dev/null; \
       python benchmarks/control_plane_failover.py [--cuts 5] [--soak 600] [--takeover]'
-Brings the lab up and deploys playbooks/site.yml twice (the second run's changed count is
-recorded), checks every training node reaches the rendezvous address, waits for BFD Up on the
+Brings the lab up (unless --keep-lab) and deploys playbooks/site.yml twice (--site-runs; the second
+run's changed count is recorded), checks every training node reaches the rendezvous address, waits for BFD Up on the
 master, starts one long-lived TCP echo client (master -> rendezvous on the primary anchor), then
 per cut: ping every 10 ms and poll `ip route get` every 50 ms in the master, cut cn-home<->us-west
 with Lab.set_link, restore after CUT_S, observe POST_S. --soak S: S seconds on the default lossy
 links with no cut, counting departures of the rendezvous route from the primary and BFD session
 flaps (false failovers). --takeover: stops the primary anchor's tunnels and BIRD, measures until
 the secondary answers for the rendezvous address, starts them again and measures the way back.
-Writes results.{json,md} under --out (benchmarks/results/failover). Always brings the lab down.
+Writes results.{json,md} under --out (benchmarks/results/failover). Brings the lab down unless --keep-lab.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def bfd_raw():
 def soak(primary, seconds):
     """No cut: the rendezvous route must stay on the primary and no BFD session may flap."""
     raw_before = bfd_raw()
-    before = dict((host, fo.parse_bfd_sessions(text)) for host, text in raw_before.items())
+    before = dict((host, fo.bfd_by_interface(text)) for host, text in raw_before.items())
     count = int(seconds * 100) + 100
     start = time.time()
     ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(count),
@@ -179,7 +179,7 @@ def soak(primary, seconds):
     r_out, _ = poll.communicate(timeout=seconds + 60)
     end = start + seconds
     raw_after = bfd_raw()
-    after = dict((host, fo.parse_bfd_sessions(text)) for host, text in raw_after.items())
+    after = dict((host, fo.bfd_by_interface(text)) for host, text in raw_after.items())
     res = fo.analyze_soak(fo.parse_route_samples(r_out), primary, fo.parse_ping(p_out), start + 1.0, end - 1.0, 0.01)
     res["bfd_flaps"] = dict((host.replace("trainnet-lab-", ""), fo.bfd_flaps(before[host], after[host]))
                             for host in CONTROL_HOSTS)
@@ -300,8 +300,9 @@ def main():
     ap.add_argument("--soak", type=float, default=0.0, help="seconds of soak with no cut (0: none)")
     ap.add_argument("--takeover", action="store_true", help="also stop the primary anchor and measure the takeover")
     ap.add_argument("--out", type=Path, default=OUT, help="directory for results.json and results.md")
-    ap.add_argument("--site-runs", type=int, choices=(1, 2), default=2,
-                    help="site.yml runs before measuring (2: the second must report 0 changed)")
+    ap.add_argument("--site-runs", type=int, choices=(0, 1, 2), default=2,
+                    help="site.yml runs before measuring (2: the second must report 0 changed; "
+                         "0: the lab is already deployed)")
     args = ap.parse_args()
     if args.render:
         saved = json.loads((args.out / "results.json").read_text())
@@ -314,9 +315,10 @@ def main():
         if not args.keep_lab:
             print("lab up", flush=True)
             sh([sys.executable, "lab/lab.py", "up"], 900)
-        print(f"deploy: site.yml x{args.site_runs}", flush=True)
-        if not deploy(results, args.site_runs):
-            return 1
+        if args.site_runs:
+            print(f"deploy: site.yml x{args.site_runs}", flush=True)
+            if not deploy(results, args.site_runs):
+                return 1
         results["bfd_sessions"] = wait_bfd()
         results["rendezvous_from_training_nodes"] = training_nodes_reach_rendezvous()
         results["bfd"] = bfd_summary(results["bfd_sessions"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import statistics
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils import control_plane_status
+
 # `ping -D -n`: "[1764550000.123456] 64 bytes from 198.19.255.1: icmp_seq=12 ttl=63 time=151 ms"
 _PING_REPLY = re.compile(
     r"^\[(?P<ts>\d+(?:\.\d+)?)\]\s+\d+\s+bytes from\s+\S+:\s+icmp_seq=(?P<seq>\d+)\s+"
@@ -173,18 +175,9 @@ def route_departures(samples: list[tuple[float, str]], primary_dev: str) -> list
 
 
 # `birdc show bfd sessions` (BIRD 2.0): "169.254.2.1  wg-usw-anchor  Up  10:42:07.123  0.050  0.150"
-_BFD_ROW = re.compile(r"^(?P<addr>\d+\.\d+\.\d+\.\d+)\s+(?P<ifname>\S+)\s+(?P<state>Up|Down|Init|AdminDown)\s+"
-                      r"(?P<since>\S+)")
-
-
-def parse_bfd_sessions(text: str) -> dict:
-    """{interface: (state, since)} from `birdc show bfd sessions`."""
-    sessions = {}
-    for line in text.splitlines():
-        m = _BFD_ROW.match(line.strip())
-        if m:
-            sessions[m["ifname"]] = (m["state"], m["since"])
-    return sessions
+def bfd_by_interface(text: str) -> dict:
+    """{interface: (state, since)} from `birdc show bfd sessions` (the collection's own parser)."""
+    return {s["interface"]: (s["state"], s["since"]) for s in control_plane_status.parse_bfd_sessions(text)}
 
 
 def bfd_flaps(before: dict, after: dict) -> list[str]:

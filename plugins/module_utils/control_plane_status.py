@@ -58,12 +58,15 @@ def parse_handshakes(text):
 
 
 def parse_bfd_sessions(text):
-    """`birdc show bfd sessions` (BIRD 2) -> [{neighbor, interface, state}]."""
+    """`birdc show bfd sessions` (BIRD 2) -> [{neighbor, interface, state, since}].
+
+    `since` is BIRD's time of the last state change: a session that restarted shows a new one."""
     sessions = []
     for line in (text or '').splitlines():
         fields = line.split()
         if len(fields) >= 3 and fields[0][:1].isdigit() and fields[2] in BFD_STATES:
-            sessions.append({'neighbor': fields[0], 'interface': fields[1], 'state': fields[2]})
+            sessions.append({'neighbor': fields[0], 'interface': fields[1], 'state': fields[2],
+                             'since': fields[3] if len(fields) > 3 else ''})
     return sessions
 
 

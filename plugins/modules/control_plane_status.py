@@ -99,11 +99,11 @@ status:
       type: int
       sample: 97
     bfd_sessions:
-      description: BIRD's BFD sessions - neighbor, interface, peer, state, up.
+      description: BIRD's BFD sessions - neighbor, interface, peer, state, up, and since (BIRD's time of the last state change).
       type: list
       elements: dict
       sample:
-        - {neighbor: 169.254.2.1, interface: wg-usw-anchor, peer: usw-anchor, state: Up, up: true}
+        - {neighbor: 169.254.2.1, interface: wg-usw-anchor, peer: usw-anchor, state: Up, up: true, since: "01:06:31.341"}
     bfd_up:
       description: BFD sessions in state Up.
       type: int

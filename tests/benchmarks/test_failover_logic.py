@@ -128,13 +128,13 @@ IP address                Interface  State      Since         Interval  Timeout
 
 
 def test_bfd_flaps_from_since_times():
-    before = fo.parse_bfd_sessions(BFD_BEFORE)
+    before = fo.bfd_by_interface(BFD_BEFORE)
     assert before == {"wg-usw-anchor": ("Up", "02:10:07.123"), "wg-use-anchor": ("Up", "02:10:08.456")}
     assert fo.bfd_flaps(before, before) == []
     flapped = BFD_BEFORE.replace("02:10:08.456", "02:15:31.002")
-    assert fo.bfd_flaps(before, fo.parse_bfd_sessions(flapped)) == ["wg-use-anchor"]
+    assert fo.bfd_flaps(before, fo.bfd_by_interface(flapped)) == ["wg-use-anchor"]
     down = BFD_BEFORE.replace("wg-usw-anchor Up", "wg-usw-anchor Down")
-    assert fo.bfd_flaps(before, fo.parse_bfd_sessions(down)) == ["wg-usw-anchor"]
+    assert fo.bfd_flaps(before, fo.bfd_by_interface(down)) == ["wg-usw-anchor"]
     assert fo.bfd_flaps(before, {}) == ["wg-use-anchor", "wg-usw-anchor"]
 
 

@@ -51,6 +51,16 @@ def test_parse_ping():
     assert W.parse_ping("ping: unknown host") is None
 
 
+def test_fast_ping_gets_time_for_its_real_rate():
+    # Bug: -c 2000 -i 0.002 was given 2000 x 0.002 + 15 = 19 s; on the loaded lab iputils took 18 s
+    # and more (about 9 ms per probe across 150 ms RTT), so the check often came back without loss
+    # or RTT and a lossy upstream could not be drained.
+    assert W.ping_time_limit(2000, 0.002) >= 2000 * 0.009 * 1.5
+    assert W.ping_time_limit(200, 0.02) == 200 * 0.06 + 15       # slow intervals: three times nominal
+    config = {"pings": 2000, "ping_interval": 0.002}
+    assert W.check_time_limit(config) > W.ping_time_limit(2000, 0.002) + 3 * W.PROBE_TIMEOUT
+
+
 def test_lossy_upstream_is_drained_with_the_reason():
     state = W.decide(["a", "b", "c"], {"a": check(), "b": check(PING_LOSSY), "c": check()}, {}, LIMITS)
     assert state["b"] == {"admitted": False, "reason": "loss", "good_runs": 0}

@@ -49,8 +49,8 @@ def test_parse_handshakes_real_output():
 
 def test_parse_bfd_sessions_real_output():
     assert S.parse_bfd_sessions(fixture('birdc_show_bfd_sessions_up.txt')) == [
-        {'neighbor': '169.254.2.1', 'interface': 'wg-usw-anchor', 'state': 'Up'},
-        {'neighbor': '169.254.3.1', 'interface': 'wg-use-anchor', 'state': 'Up'},
+        {'neighbor': '169.254.2.1', 'interface': 'wg-usw-anchor', 'state': 'Up', 'since': '01:06:31.341'},
+        {'neighbor': '169.254.3.1', 'interface': 'wg-use-anchor', 'state': 'Up', 'since': '01:06:33.926'},
     ]
     assert [s['state'] for s in S.parse_bfd_sessions(fixture('birdc_show_bfd_sessions_down.txt'))] == ['Down', 'Down']
     # header, banner and protocol lines are no sessions
