@@ -67,6 +67,7 @@ def select_paths(names):
 
 def run_once(label, paths, shard_list, kill_s=None, lab=None):
     select_paths(paths)
+    pexec(LOADER, "sh", "-c", "cat > /var/tmp/trainnet-bench.list", data=shard_list)
     pexec(LOADER, "rm", "-rf", DEST)
     samples, stop = [], threading.Event()
     netns = "%s-%s" % (LAB, LOADER)
@@ -146,6 +147,8 @@ def main():
     ap.add_argument("--site-runs", type=int, choices=(0, 1), default=1,
                     help="site.yml runs before measuring (0: the lab is already deployed)")
     ap.add_argument("--shards", type=int, default=48, help="shards per run (default 48, all of them)")
+    ap.add_argument("--one-path-shards", type=int, default=None,
+                    help="shards of the one-path run (default: --shards; 16 carry it well past steady state)")
     ap.add_argument("--kill-at", type=float, default=6.0, help="seconds into run 3 when one path dies")
     ap.add_argument("--smoke", action="store_true", help="8 shards, runs 1 and 2 only (pipeline check)")
     ap.add_argument("--out", type=Path, default=None, help="results directory (default benchmarks/results/egress)")
@@ -169,9 +172,9 @@ def main():
         pexec(LOADER, "systemctl", "stop", "trainnet-egress-watchdog.timer")
         full_list = (lab.state_dir / "object-store" / STORE / "shards.list").read_text()
         shard_list = "".join(full_list.splitlines(True)[:shards])
-        pexec(LOADER, "sh", "-c", "cat > /var/tmp/trainnet-bench.list", data=shard_list)
         concurrency = pexec(LOADER, "sh", "-c", "grep ^max-concurrent-downloads /etc/trainnet/egress_pool/aria2.conf").stdout
-        runs = [run_once("1 path (%s)" % NODES[0], NODES[:1], shard_list, lab=lab),
+        one_path_list = "".join(shard_list.splitlines(True)[:args.one_path_shards or shards])
+        runs = [run_once("1 path (%s)" % NODES[0], NODES[:1], one_path_list, lab=lab),
                 run_once("pool of 4", NODES, shard_list, lab=lab)]
         if not args.smoke:
             runs.append(run_once("pool of 4, %s killed at %g s" % (KILLED, args.kill_at), NODES, shard_list,
@@ -179,7 +182,7 @@ def main():
         store = dict(lab.spec.hosts[STORE].object_store)
         results = {"rate_mbit": rate, "shards": shards, "shard_kib": store["shard_kib"],
                    "concurrency": concurrency.strip().split("=")[-1],
-                   "command": "python benchmarks/egress_pool.py" + (" --smoke" if args.smoke else ""),
+                   "command": " ".join(["python", "benchmarks/egress_pool.py", *sys.argv[1:]]),
                    "runs": runs, "summary": [egress.summarize(run, rate) for run in runs]}
         write(results)
         return 0

@@ -28,9 +28,32 @@ gate() {
   fi
 }
 
-gate ansible-lint ansible-lint --offline
-gate sanity bash scripts/sanity.sh
-gate unit python -m pytest -q -p no:cacheprovider tests/unit
+# The three gates that need no containers run side by side (they share nothing), each to its own
+# log, shown in order once all have finished; the rest run one at a time (they share podman and the lab).
+gates_side_by_side() {
+  local specs=("$@") pids=() names=() starts=() i=0
+  for spec in "${specs[@]}"; do
+    read -r -a argv <<<"$spec"
+    names+=("${argv[0]}"); starts+=("$SECONDS")
+    "${argv[@]:1}" >"$log_dir/${argv[0]}.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    local rc=0
+    wait "${pids[$i]}" || rc=$?
+    echo "=== gate: ${names[$i]} (side by side)"
+    cat "$log_dir/${names[$i]}.log"
+    if ((rc == 0)); then
+      passed=$((passed + 1)); echo "=== gate ${names[$i]}: PASSED in $((SECONDS - starts[i])) s"
+    else
+      failed=$((failed + 1)); failed_names+=("${names[$i]}"); echo "=== gate ${names[$i]}: FAILED in $((SECONDS - starts[i])) s"
+    fi
+  done
+}
+
+gates_side_by_side "ansible-lint ansible-lint --offline" \
+  "sanity bash scripts/sanity.sh" \
+  "unit python -m pytest -q -p no:cacheprovider tests/unit"
 gate molecule-default molecule test -s default
 gate molecule-bad-input molecule test -s bad_input
 gate molecule-control-plane molecule test -s control_plane
