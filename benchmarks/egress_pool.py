@@ -102,6 +102,9 @@ def run_once(label, paths, shard_list, kill_s=None, lab=None):
         sampler.join()
         if kill_s is not None:
             sh(["ip", "-n", router, "link", "set", veth, "up"], 10)
+    held = pexec(LOADER, "head", "-n", "1", "/var/lib/trainnet/egress_pool/drain.conf").stdout.strip()
+    if held != "# benchmark: only %s" % ", ".join(paths):
+        raise RuntimeError("%s: the path selection did not hold during the run (drain file: %r)" % (label, held))
     report = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {
         "shards": 0, "ok": 0, "failed": ["(no report)"], "corrupt": [], "seconds": 0, "bytes": 0}
     # Independent of the downloader's own check: hash what landed on the loader.
@@ -169,7 +172,10 @@ def main():
         if args.site_runs:
             print("deploy: site.yml", flush=True)
             sh(["ansible-playbook", "-i", "inventories/lab", "playbooks/site.yml"], 2400)
-        pexec(LOADER, "systemctl", "stop", "trainnet-egress-watchdog.timer")
+        # The timer, and a qualification run it may have just started: either would rewrite the
+        # drain file the benchmark selects paths with.
+        pexec(LOADER, "systemctl", "stop", "trainnet-egress-watchdog.timer", "trainnet-egress-watchdog.service",
+              limit=120)
         full_list = (lab.state_dir / "object-store" / STORE / "shards.list").read_text()
         shard_list = "".join(full_list.splitlines(True)[:shards])
         concurrency = pexec(LOADER, "sh", "-c", "grep ^max-concurrent-downloads /etc/trainnet/egress_pool/aria2.conf").stdout
