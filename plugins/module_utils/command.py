@@ -51,6 +51,16 @@ def _signal_group(proc, sig):
         pass
 
 
+def _default_signal(sig):
+    """preexec_fn: give the child SIG's default action back. A process started with a signal
+    ignored (a background job of a non-interactive shell ignores SIGINT, nohup SIGHUP) passes the
+    ignoring on through exec, and sh cannot even trap a signal ignored on entry: ping would then
+    never print its summary on SIGINT and be killed instead."""
+    def reset():
+        signals.signal(sig, signals.SIG_DFL)
+    return reset
+
+
 def run_bounded(argv, limit=None, data=None, signal=None, env_update=None):
     """Run argv with LANG=C within `limit` seconds (None: unbounded).
 
@@ -62,10 +72,11 @@ def run_bounded(argv, limit=None, data=None, signal=None, env_update=None):
     env.update(C_LOCALE)
     if env_update:
         env.update(env_update)
+    first = getattr(signals, 'SIG' + signal) if signal else signals.SIGTERM
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, preexec_fn=_default_signal(first))
     except OSError as exc:
         return CommandResult(127, '', '%s: %s' % (argv[0], exc.strerror or exc))
     stdin = data.encode('utf-8') if isinstance(data, str) else data
@@ -73,7 +84,6 @@ def run_bounded(argv, limit=None, data=None, signal=None, env_update=None):
         out, err = proc.communicate(stdin, timeout=limit)
         return CommandResult(proc.returncode, _text(out), _text(err))
     except subprocess.TimeoutExpired:
-        first = getattr(signals, 'SIG' + signal) if signal else signals.SIGTERM
         _signal_group(proc, first)
         try:
             out, err = proc.communicate(timeout=KILL_GRACE)

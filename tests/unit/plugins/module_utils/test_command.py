@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import signal
 import time
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils import command
@@ -30,14 +31,27 @@ def test_limit_stops_a_hung_command_and_its_children():
 def test_first_signal_lets_the_command_report(monkeypatch):
     # The limit leaves the shell time to install its trap even on a loaded machine (at 0.5 s, a
     # CI run at load 15 signalled sh before the trap existed); 'ready' proves it was installed.
-    # The grace before SIGKILL is widened too: with lint, sanity and torch tests side by side on
-    # 2 cores, sh once took over 2 s to run its trap. A healthy run ends as soon as sh exits.
+    # A wide grace before SIGKILL costs nothing: a healthy run ends as soon as sh exits.
     monkeypatch.setattr(command, 'KILL_GRACE', 20.0)
     script = 'trap "echo summary; exit 0" INT; echo ready; while :; do sleep 0.05; done'
     start = time.monotonic()
     result = run_bounded(['sh', '-c', script], limit=3, signal='INT')
     assert result.timed_out and result.out == 'ready\nsummary\n'
     assert time.monotonic() - start < 20    # the trap ended it, not the SIGKILL after the grace
+
+
+def test_first_signal_reaches_a_command_started_with_it_ignored(monkeypatch):
+    # Bug: run as a background job (the test command runs the unit gate beside lint and sanity),
+    # this process ignores SIGINT; sh inherited that, could not trap INT, and was SIGKILLed
+    # without its summary - as ping would be in a module run with SIGINT ignored.
+    monkeypatch.setattr(command, 'KILL_GRACE', 20.0)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        script = 'trap "echo summary; exit 0" INT; echo ready; while :; do sleep 0.05; done'
+        result = run_bounded(['sh', '-c', script], limit=3, signal='INT')
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result.timed_out and result.out == 'ready\nsummary\n'
 
 
 def test_missing_binary():
