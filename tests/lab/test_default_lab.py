@@ -106,9 +106,8 @@ def test_egress_pool_throughput_and_a_cut_upstream(lab, tmp_path, figure):
     assert pool["steady_x_R"] >= 3.6, pool
     # The acceptance: back to 2.7 R (2 s windows) within 10 s of the cut ...
     assert cut["recovery_s_to_2.7R"] is not None and cut["recovery_s_to_2.7R"] <= 10, cut
-    # ... and settled at about 3 R: the mean from 10 s after the cut to the end (less the last 2 s)
-    # also holds the tail where fewer than three paths still have shards to fetch (2.69-2.88 R measured).
-    assert cut["after_kill_x_R"] >= 2.5, cut
+    # ... and settled at about 3 R from 10 s after the cut (2.69-2.88 R measured in four runs).
+    assert cut["after_kill_x_R"] >= 2.7, cut
     # The benchmark gave the pool back to qualification.
     assert on(lab, "cn-loader", "systemctl is-active trainnet-egress-watchdog.timer").stdout.strip() == "active"
 
@@ -162,7 +161,7 @@ def test_qualification_drains_a_lossy_upstream_and_readmits_it(lab, figure):
         # The last qualification run (the role's, or the one the egress benchmark ended with) was on
         # the clean lab: its metrics are the baseline, without another 2000-ping run.
         clean = on(lab, "cn-loader", "cat " + PROM).stdout
-        assert all(ok for _, ok in admitted(clean).values()), admitted(clean)
+        assert len(admitted(clean)) == 4 and all(ok for _, ok in admitted(clean).values()), clean
         lab.set_link("cn-home", "us-west", loss=0.02)      # 2 % each way: about 4 % round trip
         try:
             lossy = qualify(lab)

@@ -15,6 +15,10 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils import command
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import run_bounded
 
 
+# Prints 'ready' once its INT trap is installed, 'summary' when the trap runs.
+TRAPS_INT = 'trap "echo summary; exit 0" INT; echo ready; while :; do sleep 0.05; done'
+
+
 def test_output_and_c_locale():
     result = run_bounded(['sh', '-c', 'echo "$LANG/$LC_ALL"; echo err >&2; exit 3'], limit=10)
     assert (result.rc, result.out, result.err, result.timed_out) == (3, 'C/C\n', 'err\n', False)
@@ -33,9 +37,8 @@ def test_first_signal_lets_the_command_report(monkeypatch):
     # CI run at load 15 signalled sh before the trap existed); 'ready' proves it was installed.
     # A wide grace before SIGKILL costs nothing: a healthy run ends as soon as sh exits.
     monkeypatch.setattr(command, 'KILL_GRACE', 20.0)
-    script = 'trap "echo summary; exit 0" INT; echo ready; while :; do sleep 0.05; done'
     start = time.monotonic()
-    result = run_bounded(['sh', '-c', script], limit=3, signal='INT')
+    result = run_bounded(['sh', '-c', TRAPS_INT], limit=3, signal='INT')
     assert result.timed_out and result.out == 'ready\nsummary\n'
     assert time.monotonic() - start < 20    # the trap ended it, not the SIGKILL after the grace
 
@@ -47,8 +50,7 @@ def test_first_signal_reaches_a_command_started_with_it_ignored(monkeypatch):
     monkeypatch.setattr(command, 'KILL_GRACE', 20.0)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        script = 'trap "echo summary; exit 0" INT; echo ready; while :; do sleep 0.05; done'
-        result = run_bounded(['sh', '-c', script], limit=3, signal='INT')
+        result = run_bounded(['sh', '-c', TRAPS_INT], limit=3, signal='INT')
     finally:
         signal.signal(signal.SIGINT, previous)
     assert result.timed_out and result.out == 'ready\nsummary\n'
