@@ -23,6 +23,7 @@ OUTSIDER = "192.0.2.99"  # an address on the bridge that is no peer
 # Long inventory names give id-based interface names: wg-id<N>, N = tunnel address offset.
 IF_TO = {MASTER: "wg-id1", USW: "wg-id2", USE: "wg-id3"}
 UNDERLAY = {MASTER: "192.0.2.1", USW: "192.0.2.2", USE: "192.0.2.3"}
+TUNNEL_ADDRESS = {MASTER: "198.19.254.1", USW: "198.19.254.2", USE: "198.19.254.3"}
 
 testinfra_hosts = ["podman://" + name for name in
                    testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
@@ -50,10 +51,31 @@ def wait_for(predicate, seconds, step=0.2):
     return predicate()
 
 
-def rdv_dev(host):
-    out = host.check_output("ip route get %s", RDV)
+def route_dev(host, address):
+    out = host.check_output("ip route get %s", address)
     match = re.search(r" dev (\S+)", out)
     return match.group(1) if match else None
+
+
+def rdv_dev(host):
+    return route_dev(host, RDV)
+
+
+def relayed_source(sender, source, destination, port=29477):
+    """Source address the master sees for UDP sent by `sender` from `source` (bounded: 5 s)."""
+    listen = ("import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('0.0.0.0',%d));"
+              "s.settimeout(5);print(s.recvfrom(64)[1][0])" % port)
+    receiver = subprocess.Popen(["podman", "exec", MASTER, "python3", "-c", listen],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        send = ("import socket,time;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('%s',0))\n"
+                "for _ in range(10): s.sendto(b'x',('%s',%d)); time.sleep(0.2)" % (source, destination, port))
+        sender.run("python3 -c %s", send)
+        out, err = receiver.communicate(timeout=10)
+    finally:
+        receiver.kill()
+    return out.strip() or err.strip()
 
 
 def test_tunnels_have_recent_handshakes_and_mtu(host):
@@ -193,6 +215,11 @@ def test_failover_when_primary_underlay_is_cut():
         assert switched < 3, switched
         # The relay through us-east reaches the same server (us-west), from the same source address.
         assert master.run("ping -n -c 3 -W 2 %s", RDV).rc == 0
+        # Traffic from the rendezvous address reaches the master unchanged through the relay: after a
+        # failover us-east can see a TCP flow's reply direction first, and its SNAT (like us-west's for
+        # a new flow) rewrote the source, so the master reset the connection.
+        assert wait_for(lambda: route_dev(on(USW), TUNNEL_ADDRESS[MASTER]) == IF_TO[USE], 5, step=0.05)
+        assert relayed_source(on(USW), RDV, TUNNEL_ADDRESS[MASTER]) == RDV
     finally:
         master.run("nft delete table inet molecule_cut")
     restored_at = time.monotonic()
