@@ -69,6 +69,23 @@ bootstrap_python_paths() {
   echo "$want" > "$stamp"
 }
 
+bootstrap_lab_torch() {
+  # PyTorch for the lab's training nodes and anchors (the CPU build, pinned as in requirements-dev):
+  # installed once on the host and bind-mounted read-only into every lab container at
+  # /opt/trainnet-torch (lab.py), instead of 0.9 GB installed into each of them.
+  local dir=/var/lib/trainnet-lab/torch want
+  want="$(grep -E '^torch==' "$TRAINNET_ROOT/requirements-dev.txt")"
+  if [[ -f "$dir/.trainnet-torch" && "$(cat "$dir/.trainnet-torch")" == "$want" ]]; then
+    return 0
+  fi
+  echo "bootstrap: installing $want for the lab containers into $dir"
+  rm -rf "$dir.new" && mkdir -p "$dir.new" || return 1
+  "$TRAINNET_ROOT/.venv/bin/pip" install -q --disable-pip-version-check --target "$dir.new" "$want" \
+    >"$TRAINNET_ROOT/.venv/pip-lab-torch.log" 2>&1 || { tail -20 "$TRAINNET_ROOT/.venv/pip-lab-torch.log" >&2; return 1; }
+  echo "$want" > "$dir.new/.trainnet-torch"
+  rm -rf "$dir" && mv "$dir.new" "$dir"
+}
+
 main() {
   if [[ $EUID -ne 0 ]]; then
     echo "bootstrap: run as root (podman with --privileged, network namespaces and apt need it)" >&2
@@ -79,6 +96,7 @@ main() {
   bootstrap_venv || return 1
   bootstrap_collection_link || return 1
   bootstrap_python_paths || return 1
+  bootstrap_lab_torch || return 1
   export CONTAINERS_CONF="$TRAINNET_ROOT/lab/containers.conf"
   bash "$TRAINNET_ROOT/lab/image/build-image.sh" || return 1
 }

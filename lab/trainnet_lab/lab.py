@@ -38,6 +38,10 @@ EMULATOR_READY_TIMEOUT = 15.0
 EMULATOR_STALE_AFTER = 5.0        # seconds without a status update before it counts as hung
 SYSTEMD_BOOT_TIMEOUT = 120
 CONTROL_TIMEOUT = 5.0             # seconds for the emulator to acknowledge a link change
+# PyTorch (CPU build) installed once on the host by scripts/bootstrap.sh and mounted read-only into
+# every container: the training_job role's lab inventory points its Python path here.
+HOST_TORCH_DIR = Path("/var/lib/trainnet-lab/torch")
+CONTAINER_TORCH_DIR = "/opt/trainnet-torch"
 
 ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
 SYSCTL_RESTORE_FILE = "sysctl-restore.json"  # shared by all labs: restored when the last goes down
@@ -349,6 +353,8 @@ class Lab:
     def _ensure_containers(self, rebuilt_netns: set[str], log) -> None:
         started = []
         add_hosts = [f"--add-host={h.name}:{h.address}" for h in self.spec.hosts.values()]
+        mounts = ([f"--volume={HOST_TORCH_DIR}:{CONTAINER_TORCH_DIR}:ro"]
+                  if (HOST_TORCH_DIR / ".trainnet-torch").exists() else [])
         for host in self.spec.hosts.values():
             name = self.spec.container(host.name)
             inspect = podman("container", "inspect", "--format", "{{.State.Running}}", name,
@@ -365,7 +371,7 @@ class Lab:
             podman("run", "-d", "--privileged", "--systemd=always",
                    f"--network=ns:{netns.NETNS_DIR / self.spec.host_netns(host.name)}",
                    f"--name={name}", f"--hostname={host.name}",
-                   f"--label={CONTAINER_LABEL}={self.spec.name}", *add_hosts, self.spec.image)
+                   f"--label={CONTAINER_LABEL}={self.spec.name}", *add_hosts, *mounts, self.spec.image)
             self._record("containers", name)
             started.append(name)
             log(f"host {host.name}: container {name}")
