@@ -3,7 +3,8 @@
 #   install what is needed, build the image once, bring up the emulated China-US network,
 #   measure the untuned baseline across each WAN link with playbooks/measure.yml, apply
 #   playbooks/site.yml, measure again (with the baseline) and print a before/after table per link
-#   (also written to results/demo-<timestamp>/).
+#   (also written to results/demo-<timestamp>/), then run a PyTorch job across the three sites
+#   (playbooks/train.yml: an all-reduce check on every rank, then DDP steps with checkpoints).
 #
 # Usage: sudo lab/demo.sh [--keep-lab] [--duration SECONDS]
 #   --keep-lab   reuse a lab that is already up as it is (by default a running lab is rebuilt so
@@ -34,7 +35,7 @@ fi
 
 step() { printf '\n=== %s\n' "$*"; }
 
-step "1/6 bootstrap: packages, virtualenv, base image (quick when already done)"
+step "1/7 bootstrap: packages, virtualenv, base image (quick when already done)"
 # Sourcing exports PATH (.venv first), CONTAINERS_CONF and ANSIBLE_CONFIG for the steps below.
 # shellcheck source=../scripts/bootstrap.sh
 source scripts/bootstrap.sh
@@ -43,7 +44,7 @@ lab() { python3 lab/lab.py "$@"; }
 results="results/demo-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$results"
 
-step "2/6 lab up (3 sites, 13 containers, one WAN emulator; inventories/lab is the source of truth)"
+step "2/7 lab up (3 sites, 13 containers, one WAN emulator; inventories/lab is the source of truth)"
 if lab status >/dev/null 2>&1 || [[ -e /run/trainnet-lab/trainnet-lab/state.json ]]; then
   if $keep_lab; then
     echo "a lab is already up; --keep-lab: measuring it as it is (it may already be tuned)"
@@ -82,31 +83,54 @@ PY
   echo "$json"
 }
 
-step "3/6 baseline: playbooks/measure.yml (ping, path MTU, TFO, ${duration} s iperf3), one link at a time"
+step "3/7 baseline: playbooks/measure.yml (ping, path MTU, TFO, ${duration} s iperf3), one link at a time"
 before_json="$(measure before)"
 
-step "4/6 ansible-playbook -i inventories/lab playbooks/site.yml"
+step "4/7 ansible-playbook -i inventories/lab playbooks/site.yml"
 if ! ansible-playbook -i inventories/lab playbooks/site.yml 2>&1 | tee "$results/site.log"; then
   echo "demo: site.yml failed (log: $results/site.log); the lab is still up for a look" >&2
   exit 1
 fi
 
-step "5/6 after: the same measurements on the tuned hosts (baseline: the before run)"
+step "5/7 after: the same measurements on the tuned hosts (baseline: the before run)"
 after_json="$(measure after -e measure_baseline="$ROOT/$before_json")"
 
-step "6/6 before/after per WAN link (longhaul.trainnet.link_report_compare_markdown)"
+step "6/7 before/after per WAN link (longhaul.trainnet.link_report_compare_markdown)"
 cp "$before_json" "$results/before.json"
 cp "$after_json" "$results/after.json"
 cp "$(dirname "$after_json")/report.html" "$results/report.html"
 # measure.yml wrote compare.md with the collection's filter; it is the summary
 cp "$(dirname "$after_json")/compare.md" "$results/summary.md"
 cat "$results/summary.md"
+
+step "7/7 a training job across the three sites: playbooks/train.yml (verify, then DDP steps)"
+# PyTorch DDP over Gloo on the four training nodes, rendezvous at the control plane's address: first
+# every rank checks an all-reduce sum, then a short training run with checkpoints on the US nodes.
+for mode in verify train; do
+  if ! ansible-playbook -i inventories/lab playbooks/train.yml -e training_job_mode="$mode" \
+      -e training_job_run_id="demo-$mode-$(date -u +%Y%m%dT%H%M%SZ)" \
+      -e training_job_results_dir="$ROOT/$results/train" > "$results/train-$mode.log" 2>&1; then
+    tail -30 "$results/train-$mode.log" >&2
+    echo "demo: train.yml ($mode) failed (log: $results/train-$mode.log)" >&2
+    exit 1
+  fi
+done
+python3 - "$results/train" <<'PY'
+import sys
+from pathlib import Path
+from trainnet_bench import training
+for run_dir in sorted(Path(sys.argv[1]).iterdir()):
+    print(f"{run_dir.name}:")
+    for line in training.summary_lines(training.summarize(training.run_events(run_dir))):
+        print(f"  {line}")
+PY
 lab status > "$results/lab-status.txt" 2>&1 || true
 
 cat <<EOF
 
 Results: $results/ (summary.md, before.json, after.json, report.html: before/after charts,
-  before/ and after/: each measure.yml run with its logs and reports, site.log, lab-status.txt)
+  before/ and after/: each measure.yml run with its logs and reports, site.log, lab-status.txt,
+  train/: each node's logs of the training runs)
 The lab is still up. Explore it:
   python3 lab/lab.py status
   podman exec -it trainnet-lab-cn-gpu1 bash          # hosts are containers named trainnet-lab-<host>

@@ -58,6 +58,7 @@ gate molecule-default molecule test -s default
 gate molecule-bad-input molecule test -s bad_input
 gate molecule-control-plane molecule test -s control_plane
 gate molecule-egress-pool molecule test -s egress_pool
+gate molecule-training-job molecule test -s training_job
 # Lab and benchmark tests skip where no lab can be built; here a skip counts as a failure.
 # (`python -m` puts the checkout on sys.path, which makes tests/no_skips_plugin.py loadable.)
 lab_pytest=(python -m pytest -q -p no:cacheprovider -p tests.no_skips_plugin)

@@ -7,6 +7,8 @@ their acceptance form and the test asserts the issues' acceptance figures.
   carries >= 3.6 R and >= 2.7 R within 10 s of the cut; the loader's proxy never sees rendezvous
   or gradient-sync traffic (its access log); a lossy upstream is drained by qualification and
   re-admitted when the link is clean again.
+- training (issue 13): train.yml across the four training nodes of the three sites, every rank's
+  all-reduce sum exact; a node with a bad Gloo interface refuses the job before any process starts.
 - control plane (issue 10): training nodes reach rendezvous, cuts of the primary path (outage
   median <= 1 s, back on the primary within 5 s), a TCP connection survives, and the primary
   anchor's death (the secondary answers for the rendezvous address, and gives it back).
@@ -29,6 +31,7 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, missing_lab_requirements
 from trainnet_bench import failover as fo
+from trainnet_bench import training
 from trainnet_lab.lab import Lab, LabError
 
 pytestmark = pytest.mark.lab
@@ -147,6 +150,55 @@ def admitted(prom: str) -> dict:
     return {m.group("up"): (m.group("reason"), m.group("value") == "1") for m in re.finditer(
         r'trainnet_egress_upstream_admitted\{kind="node",reason="(?P<reason>[^"]+)",upstream="(?P<up>[^"]+)"\} '
         r'(?P<value>\S+)', prom)}
+
+
+TRAINING_NODES = ("cn-gpu1", "usw-gpu1", "usw-gpu2", "use-gpu1")
+
+
+def train(tmp_path, run_id, *extra, timeout=900):
+    return run(["ansible-playbook", "-i", "inventories/lab", "playbooks/train.yml",
+                "-e", f"training_job_run_id={run_id}", "-e", f"training_job_results_dir={tmp_path}", *extra], timeout)
+
+
+def test_training_across_the_sites_sums_right_on_every_rank(lab, tmp_path, figure):
+    """train.yml in verify mode on the training nodes of all three sites: each rank all-reduces known
+    integer tensors over the default group and the sync groups and checks the exact sum."""
+    start = time.monotonic()
+    proc = train(tmp_path, "labtest-verify", "-e", "training_job_mode=verify",
+                 "-e", "training_job_verify_elements=1048576", "-e", "training_job_timeout_sec=600")
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    events = training.run_events(tmp_path / "labtest-verify")
+    run = training.summarize(events)
+    assert run["hosts"] == sorted(TRAINING_NODES) and run["ranks"] == [0, 1, 2, 3], run
+    assert run["verify_ok"] and run["bad_ranks"] == [], run
+    checks = [e for evs in events.values() for e in evs if e.get("event") == "verify"]
+    assert {(e["rank"], e["case"]) for e in checks if e["ok"]} == {
+        (r, c) for r in range(4) for c in ("default_group", "sync_groups")}, checks
+    busbw = run["verify_busbw_mbit_s"]
+    figure(f"4 ranks in 3 sites, every sum exact; median bus bandwidth {busbw['default_group']:.1f} Mbit/s "
+           f"(1 group), {busbw['sync_groups']:.1f} Mbit/s (sync groups), 4 MiB; train.yml {seconds:.0f} s",
+           "verify_done ok on ranks 0-3", run["verify_ok"])
+
+
+def test_training_job_refuses_a_bad_node_before_anything_starts(lab, tmp_path):
+    """A Gloo interface given in NCCL's syntax on one node, and a site without training nodes: refused,
+    naming the node or the site, and no node starts a process."""
+    env = "/etc/trainnet/data_plane.env"
+    assert on(lab, "cn-gpu1", f"cp {env} {env}.saved && sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=^lo/' {env}").returncode == 0
+    try:
+        proc = train(tmp_path, "labtest-refused", timeout=300)
+    finally:
+        assert on(lab, "cn-gpu1", f"mv {env}.saved {env}").returncode == 0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Preflight refused the job on 1 node(s)" in out and "cn-gpu1" in out, out[-3000:]
+    assert "exclusion-list" in out, out[-3000:]
+    for node in TRAINING_NODES:
+        assert on(lab, node, "test ! -e /var/log/trainnet/labtest-refused").returncode == 0, node
+
+    proc = train(tmp_path, "labtest-nosite", "-e", '{"training_job_sites": ["us-west", "eu-central"]}', timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "training_job_sites names eu-central, which has no host in gpu_nodes" in out, out[-3000:]
 
 
 def loss(prom: str, upstream: str) -> float:

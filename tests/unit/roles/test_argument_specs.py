@@ -21,16 +21,28 @@ def load(role, *parts):
         return yaml.safe_load(handle) or {}
 
 
+def all_options(role):
+    """Options of every entry point (main, and e.g. training_job's launch); one spec per name."""
+    merged = {}
+    for entry in load(role, "meta", "argument_specs.yml")["argument_specs"].values():
+        for name, spec in entry.get("options", {}).items():
+            seen = merged.get(name, spec)
+            assert all(seen.get(k) == spec.get(k) for k in ("type", "default", "choices", "elements")), \
+                "%s has another type or default in another entry point" % name
+            merged[name] = spec
+    return merged
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_specs_and_defaults_cover_the_same_variables(role):
-    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    options = all_options(role)
     defaults = load(role, "defaults", "main.yml")
     assert sorted(options) == sorted(defaults)
 
 
 @pytest.mark.parametrize("role", ROLES)
 def test_spec_defaults_equal_role_defaults(role):
-    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    options = all_options(role)
     defaults = load(role, "defaults", "main.yml")
     for name, spec in options.items():
         assert spec.get("default") == defaults[name], name
@@ -38,7 +50,7 @@ def test_spec_defaults_equal_role_defaults(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_public_variables_carry_the_role_prefix(role):
-    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    options = all_options(role)
     assert all(name.startswith(role + "_") for name in options), sorted(options)
     private = load(role, "vars", "main.yml") if os.path.exists(
         os.path.join(ROOT, "roles", role, "vars", "main.yml")) else {}
@@ -47,7 +59,7 @@ def test_public_variables_carry_the_role_prefix(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_every_option_has_type_and_description(role):
-    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    options = all_options(role)
     for name, spec in options.items():
         assert spec.get("type"), name
         assert spec.get("description"), name
