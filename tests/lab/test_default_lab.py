@@ -181,6 +181,31 @@ def test_training_across_the_sites_sums_right_on_every_rank(lab, tmp_path, figur
            "verify_done ok on ranks 0-3", run["verify_ok"])
 
 
+def test_training_steps_and_manifests_reach_the_home_master(lab, tmp_path, figure):
+    """Four DDP steps across the sites with a checkpoint every two: each US node writes its checkpoints
+    and the home master holds every manifest within 15 s (rsync every 10 s through the control plane)."""
+    proc = train(tmp_path, "labtest-train", "-e", "training_job_steps=4", "-e", "training_job_checkpoint_every=2",
+                 "-e", '{"training_job_workload_args": ["--width", "512"]}', "-e", "training_job_timeout_sec=600")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    ended = time.monotonic()
+    run = training.summarize(training.run_events(tmp_path / "labtest-train"))
+    assert run["ranks"] == [0, 1, 2, 3] and run["steps"] == 4, run
+    writers = ("usw-gpu1", "usw-gpu2", "use-gpu1")   # training_job_checkpoint_writer: the US sites
+    assert sorted({host for host, _ in run["checkpoints"]}) == sorted(writers), run["checkpoints"]
+    listing = "cd /var/lib/trainnet/manifests && find . -name '*.manifest.json' | sort"
+    want = sorted(f"./{host}/labtest-train/step-{step:08d}-{host}.manifest.json" for host in writers for step in (2, 4))
+    got = []
+    while time.monotonic() - ended < 15:
+        got = on(lab, "cn-master", listing).stdout.split()
+        if got == want:
+            break
+        time.sleep(0.5)
+    waited = time.monotonic() - ended
+    figure(f"4 steps, median step {run['median_step_time_s']:.2f} s; {len(got)}/{len(want)} manifests on the "
+           f"home master {waited:.1f} s after the job ended", "every manifest within 15 s", got == want)
+    assert got == want, (got, want)
+
+
 def test_training_job_refuses_a_bad_node_before_anything_starts(lab, tmp_path):
     """A Gloo interface given in NCCL's syntax on one node, and a site without training nodes: refused,
     naming the node or the site, and no node starts a process."""

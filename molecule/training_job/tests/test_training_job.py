@@ -6,6 +6,7 @@ whose checkpoint manifests match their files, and a refused job that starts noth
 import json
 import os
 import subprocess
+import time
 
 import testinfra
 import testinfra.utils.ansible_runner
@@ -90,6 +91,29 @@ def test_training_run_writes_checkpoints_with_matching_manifests(tmp_path):
         assert writer.file(path).size == manifest["size"]
         assert writer.check_output("sha256sum %s", path).split()[0] == manifest["sha256"]
     assert not on(GPU1).file("/var/lib/trainnet/checkpoints/mol-train").listdir()
+    # The manifests reach the home master (rsync every 3 s here), byte for byte.
+    master = on(STORE)
+    received = "/var/lib/trainnet/manifests/%s/mol-train/" % GPU2
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and sorted(master.file(received).listdir() if master.file(received).exists else []) != manifests:
+        time.sleep(0.5)
+    assert sorted(master.file(received).listdir()) == manifests  # manifests only, no checkpoint
+    for name in manifests:
+        assert master.file(received + name).content_string == writer.file(
+            "/var/lib/trainnet/checkpoints/mol-train/" + name).content_string
+
+
+def test_manifest_secret_files_are_root_only():
+    for name, path in ((STORE, "/etc/trainnet/manifests.secret"), (STORE, "/etc/trainnet/rsyncd-manifests.secrets"),
+                       (GPU2, "/etc/trainnet/manifests.password")):
+        secret = on(name).file(path)
+        assert secret.mode == 0o600 and secret.user == "root", (name, path)
+    assert on(STORE).file("/etc/trainnet/manifests.secret").content_string.strip() in \
+        on(GPU2).file("/etc/trainnet/manifests.password").content_string
+    assert not on(GPU1).file("/etc/trainnet/manifests.password").exists  # not a checkpoint writer
+    # The receiver listens on its address only.
+    listening = on(STORE).check_output("ss -Htln 'sport = :8873'")
+    assert "192.0.2.3:8873" in listening and "0.0.0.0:8873" not in listening, listening
 
 
 def test_a_node_refusing_preflight_stops_the_job_before_it_starts(tmp_path):
