@@ -12,11 +12,11 @@ export CONTAINERS_CONF="${CONTAINERS_CONF:-$HERE/../containers.conf}"
 # Everything a lab host or a molecule instance needs at run time: systemd as PID 1, python3 for
 # Ansible, and the real network tools the roles drive (iperf3, nftables, WireGuard, BIRD 2 for
 # the control plane's BFD-checked routes, squid; aria2 and nginx-light for the egress pool: the
-# loaders' downloader and the lab object store).
+# loaders' downloader and the lab object store; rsync for the training job's checkpoint manifests).
 PACKAGES=(
   systemd systemd-sysv dbus sudo python3 python3-apt iproute2 iputils-ping iputils-tracepath procps kmod
   nftables iperf3 wireguard-tools wireguard-go bird2 netcat-openbsd curl ca-certificates
-  squid prometheus-node-exporter aria2 nginx-light
+  squid prometheus-node-exporter aria2 nginx-light rsync
 )
 
 recipe="$( (cat "${BASH_SOURCE[0]}"; printf '%s\n' "${PACKAGES[@]}") | sha256sum | cut -c1-16)"
