@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import statistics
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.link_measure import parse_ping_summary
 from trainnet_lab.lab import Lab
@@ -16,12 +18,16 @@ def ping(lab: Lab, source: str, destination: str, *, count: int, interval: float
     lab.run_on(source, ["ping", "-n", "-q", "-c", "2", "-W", "2", address], timeout=15)
     # No -w: with a deadline ping stops at the count-th reply and counts the echo requests
     # still in flight as lost.
-    result = lab.run_on(source, ["ping", "-n", "-q", "-c", str(count), "-i", str(interval),
+    result = lab.run_on(source, ["ping", "-n", "-c", str(count), "-i", str(interval),
                                  "-W", "2", address], timeout=count * interval + 20)
     summary = parse_ping_summary(result.stdout) or {}
     rtt = summary.get("rtt_ms") or {}
+    # The median of the replies: a short check's mean moves by a whole host scheduling stall
+    # (one reply 20 ms late shifts the mean of 10 by 2 ms), which is not the emulated delay.
+    replies = sorted(float(m.group(1)) for m in re.finditer(r"time=([0-9.]+) ms", result.stdout))
+    median = statistics.median(replies) if replies else None
     return {"rtt_min_ms": rtt.get("min"), "rtt_avg_ms": rtt.get("avg"), "rtt_max_ms": rtt.get("max"),
-            "loss_pct": summary.get("loss_pct")}
+            "rtt_median_ms": median, "loss_pct": summary.get("loss_pct")}
 
 
 def iperf3(lab: Lab, client: str, server: str, *args: str, duration: float, port: int = IPERF3_PORT,
