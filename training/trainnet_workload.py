@@ -534,8 +534,9 @@ def train(args, settings, torch, dist, log):
         optimizer.step()
         step_time = time.perf_counter() - start
         step_times.append(step_time)
+        # "ended" (wall clock) places a step beside outside events, such as a link cut.
         record = dict(ident, event="step", step=step, loss=round(loss.item(), 6), step_time_s=round(step_time, 6),
-                      sync_groups=0 if sync is None else len(sync.groups))
+                      ended=round(time.time(), 3), sync_groups=0 if sync is None else len(sync.groups))
         if sync:
             span = sync.span()
             record.update(allreduce_time_s=round(span, 6), allreduce_bytes=sync.bytes,

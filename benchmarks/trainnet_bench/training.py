@@ -23,6 +23,14 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+def step_times(steps: list[dict]) -> dict[int, float]:
+    """{step: its time}: the median across ranks (all-reduce keeps the ranks in lockstep)."""
+    by_step: dict[int, list[float]] = {}
+    for e in steps:
+        by_step.setdefault(e["step"], []).append(e["step_time_s"])
+    return {step: statistics.median(times) for step, times in sorted(by_step.items())}
+
+
 def summarize(events: dict[str, list[dict]]) -> dict:
     """Ranks and hosts, verify results, and per-step medians across ranks (the first step, which
     includes connection setup, is left out of the medians when there are more)."""
@@ -34,6 +42,9 @@ def summarize(events: dict[str, list[dict]]) -> dict:
     steady = [e for e in steps if e["step"] != first] or steps
     verify_done = [e for e in flat if e.get("event") == "verify_done"]
     verify = [e for e in flat if e.get("event") == "verify"]
+    per_step = step_times(steady)
+    typical = _median(per_step.values())
+    slowest = max(per_step, key=per_step.get, default=None)
     return {
         "hosts": sorted(events),
         "ranks": ranks,
@@ -44,6 +55,9 @@ def summarize(events: dict[str, list[dict]]) -> dict:
                                 for case in sorted({e["case"] for e in verify})},
         "steps": max((e["step"] for e in steps), default=0),
         "median_step_time_s": _median([e["step_time_s"] for e in steady]),
+        # What steps slower than the typical one cost together (a stall, a cut link): seconds.
+        "time_lost_s": round(sum(max(0.0, t - typical) for t in per_step.values()), 3) if per_step else None,
+        "slowest_step": {"step": slowest, "step_time_s": per_step[slowest]} if slowest is not None else None,
         "median_allreduce_time_s": _median([e.get("allreduce_time_s") for e in steady]),
         "median_busbw_mbit_s": _median([e.get("busbw_mbit_s") for e in steady]),
         "checkpoints": sorted({(e["host"], e["step"]) for e in flat if e.get("event") == "checkpoint"}),

