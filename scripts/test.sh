@@ -70,8 +70,8 @@ lanes_side_by_side "ansible-lint ansible-lint --offline" \
 # The molecule scenarios each have their own instances, bridge namespace and podman network: two
 # lanes of about equal length (most of their time is spent waiting on podman exec, not CPU).
 lanes_side_by_side \
-  "molecule-control-plane molecule test -s control_plane ; molecule-training-job molecule test -s training_job" \
-  "molecule-egress-pool molecule test -s egress_pool ; molecule-default molecule test -s default ; molecule-bad-input molecule test -s bad_input"
+  "molecule-control-plane molecule test -s control_plane ; molecule-sync-tunnel molecule test -s sync_tunnel ; molecule-bad-input molecule test -s bad_input" \
+  "molecule-egress-pool molecule test -s egress_pool ; molecule-training-job molecule test -s training_job ; molecule-default molecule test -s default"
 # Lab and benchmark tests skip where no lab can be built; here a skip counts as a failure.
 # (`python -m` puts the checkout on sys.path, which makes tests/no_skips_plugin.py loadable.)
 lab_pytest=(python -m pytest -q -p no:cacheprovider -p tests.no_skips_plugin)

@@ -52,9 +52,24 @@ def path_mtu(links, default_mtu, site_a, site_b):
     return int(default_mtu)
 
 
-def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMIT, listen_port=DEFAULT_LISTEN_PORT):
-    """Every problem in the input, each naming the node or the field (an empty list: fine)."""
+def _network(text):
+    try:
+        network = ipaddress.ip_network(u'%s' % text, strict=True)
+    except ValueError:
+        return None
+    return network if network.version == 4 and network.prefixlen <= 30 else None
+
+
+def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMIT, listen_port=DEFAULT_LISTEN_PORT,
+          network=None):
+    """Every problem in the input, each naming the node or the field (an empty list: fine).
+    With `network`, every tunnel address must be a host address inside it."""
     problems = []
+    net = None
+    if network is not None:
+        net = _network(network)
+        if net is None:
+            problems.append('sync_tunnel_network=%r is not an IPv4 network of at most /30 (e.g. 10.97.0.0/24)' % (network,))
     names, addresses = {}, {}
     for node in nodes:
         name = node.get('name') or '(unnamed)'
@@ -66,6 +81,9 @@ def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMI
         address = _address(node.get('address', ''))
         if address is None or address.version != 4:
             problems.append('training node %s: sync tunnel address %r is not an IPv4 address' % (name, node.get('address')))
+        elif net is not None and (address not in net or address in (net.network_address, net.broadcast_address)):
+            problems.append('training node %s: sync tunnel address %s is not a host address of sync_tunnel_network %s'
+                            % (name, address, net))
         elif str(address) in addresses:
             problems.append('sync tunnel address %s is set on two training nodes: %s and %s'
                             % (address, addresses[str(address)], name))
@@ -110,11 +128,11 @@ def _collapsed(addresses):
 
 
 def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMIT,
-         listen_port=DEFAULT_LISTEN_PORT, keepalive=25, public_keys=None):
+         listen_port=DEFAULT_LISTEN_PORT, keepalive=25, public_keys=None, network=None):
     """What node `me` builds: mode, MTU, peers (name, endpoint, allowed_ips) and the peers' config text.
 
     Raises SyncPlanError listing every problem (the whole input is checked, not only `me`'s part)."""
-    problems = check(nodes, links, default_mtu, mesh_peer_limit, listen_port)
+    problems = check(nodes, links, default_mtu, mesh_peer_limit, listen_port, network)
     by_name = dict((n.get('name'), n) for n in nodes)
     if me not in by_name:
         problems.append('host %s is not one of the training nodes (%s)' % (me, ', '.join(sorted(map(str, by_name)))))
@@ -156,12 +174,15 @@ def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEE
     for node, allowed in peers:
         endpoint = _address(node['endpoint'])
         host = '[%s]' % endpoint if endpoint.version == 6 else str(endpoint)
-        out_peers.append({'name': node['name'], 'site': node['site'], 'endpoint': '%s:%d' % (host, int(listen_port)),
+        out_peers.append({'name': node['name'], 'site': node['site'], 'address': node['address'],
+                          'endpoint': '%s:%d' % (host, int(listen_port)),
                           'allowed_ips': _collapsed(allowed), 'keepalive': int(keepalive)})
     keys = public_keys or {}
     return {
         'mode': mode,
         'address': own['address'],
+        # the interface's prefix: the network's, else a host route per peer (AllowedIPs) is all there is
+        'prefixlen': _network(network).prefixlen if network else 32,
         'site': own['site'],
         'gateway': mode == 'gateways' and gateways[own['site']] == me,
         # gateways forward between wg-sync peers (net.ipv4.ip_forward, a forward rule for wg-sync)

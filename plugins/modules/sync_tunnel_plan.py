@@ -57,6 +57,10 @@ options:
           default the site's first node by name).
         type: bool
         default: false
+  network:
+    description: IPv4 network holding every node's tunnel address (at most /30); each address must be a host
+      address in it, and the interface gets its prefix. Not checked when omitted (the interface then gets a /32).
+    type: str
   path_mtus:
     description: Path MTU between two sites, C(sites) (two names) and C(mtu) (1280-9000); a pair not listed,
       and a node's own site, use O(default_path_mtu).
@@ -105,6 +109,7 @@ EXAMPLES = r'''
 - name: Plan this node's gradient-sync tunnel
   longhaul.trainnet.sync_tunnel_plan:
     host: "{{ inventory_hostname }}"
+    network: 10.97.0.0/24
     nodes:
       - {name: cn-gpu1, site: cn-home, address: 10.97.0.1, endpoint: 198.18.1.21}
       - {name: usw-gpu1, site: us-west, address: 10.97.0.2, endpoint: 198.18.2.21}
@@ -133,6 +138,10 @@ plan:
       description: The node's tunnel address.
       type: str
       sample: 10.97.0.1
+    prefixlen:
+      description: Prefix length of the address on the interface (O(network)'s, else 32).
+      type: int
+      sample: 24
     gateway:
       description: Whether the node is its site's gateway (V(gateways) shape only).
       type: bool
@@ -150,11 +159,12 @@ plan:
       type: int
       sample: 52200
     peers:
-      description: One entry per peer - name, site, endpoint (host:port), allowed_ips, keepalive.
+      description: One entry per peer - name, site, address (its tunnel address), endpoint (host:port), allowed_ips, keepalive.
       type: list
       elements: dict
       sample:
-        - {name: usw-gpu1, site: us-west, endpoint: '198.18.2.21:52200', allowed_ips: [10.97.0.2/32], keepalive: 25}
+        - {name: usw-gpu1, site: us-west, address: 10.97.0.2, endpoint: '198.18.2.21:52200', allowed_ips: [10.97.0.2/32],
+           keepalive: 25}
     peer_count:
       description: Number of peers.
       type: int
@@ -202,6 +212,7 @@ def main():
                 endpoint=dict(type='str', required=True),
                 gateway=dict(type='bool', default=False),
             )),
+            network=dict(type='str'),
             path_mtus=dict(type='list', elements='dict', default=[]),
             default_path_mtu=dict(type='int', default=1500),
             mesh_peer_limit=dict(type='int', default=64),
@@ -223,7 +234,7 @@ def main():
             module.exit_json(changed=False, scale=scaling(sizes, p['mesh_peer_limit'], default_mtu=p['default_path_mtu']))
         result = plan(p['nodes'], p['host'], links=p['path_mtus'], default_mtu=p['default_path_mtu'],
                       mesh_peer_limit=p['mesh_peer_limit'], listen_port=p['listen_port'], keepalive=p['keepalive'],
-                      public_keys=p['public_keys'])
+                      public_keys=p['public_keys'], network=p['network'])
     except (SyncPlanError, ValueError) as exc:
         errors = exc.args[0] if isinstance(exc, SyncPlanError) else [str(exc)]
         module.fail_json(msg='Invalid gradient-sync tunnel input (nothing was changed): %s' % '; '.join(errors),

@@ -39,6 +39,7 @@ def render(extra):
         'ansible_managed': 'managed by test',
         'data_plane_env_file': '/etc/trainnet/data_plane.env',
         '__data_plane_iface': 'sync0',
+        '__data_plane_socket_iface': 'sync0',
         '__data_plane_nccl_env': {'GLOO_SOCKET_IFNAME': 'sync0', 'NCCL_SOCKET_IFNAME': '=sync0'},
         'data_plane_env_extra': extra,
     })

@@ -29,11 +29,26 @@ def test_small_cluster_is_a_full_mesh_with_the_narrowest_path_mtu():
     plan = st.plan(NODES, 'cn-gpu1', links=LINKS)
     assert plan['mode'] == 'mesh' and not plan['gateway'] and not plan['forwarding']
     assert [p['name'] for p in plan['peers']] == ['use-gpu1', 'usw-gpu1', 'usw-gpu2']
-    assert plan['peers'][1] == {'name': 'usw-gpu1', 'site': 'us-west', 'endpoint': '198.18.2.21:52200',
+    assert plan['peers'][1] == {'name': 'usw-gpu1', 'site': 'us-west', 'address': '10.97.0.2', 'endpoint': '198.18.2.21:52200',
                                 'allowed_ips': ['10.97.0.2/32'], 'keepalive': 25}
     assert plan['mtu'] == 1400 - 80                      # its paths: 1400 to us-west, 1500 to us-east
     # use-gpu1's paths are all 1500 bytes; one interface, one MTU per node
     assert st.plan(NODES, 'use-gpu1', links=LINKS)['mtu'] == 1500 - 80
+
+
+def test_addresses_inside_the_network_and_its_prefix_on_the_interface():
+    assert st.plan(NODES, 'cn-gpu1', network='10.97.0.0/24')['prefixlen'] == 24
+    assert st.plan(NODES, 'cn-gpu1')['prefixlen'] == 32
+    with pytest.raises(st.SyncPlanError) as caught:
+        st.plan(NODES, 'cn-gpu1', network='10.97.0.0/30')
+    # .3 is the /30's broadcast address, .4 outside it
+    assert caught.value.args[0] == ['training node %s: sync tunnel address %s is not a host address of '
+                                    'sync_tunnel_network 10.97.0.0/30' % pair
+                                    for pair in (('usw-gpu2', '10.97.0.3'), ('use-gpu1', '10.97.0.4'))]
+    for bad in ('', '10.97.0.1/24', '10.97.0.0/31', 'fd00::/64'):
+        with pytest.raises(st.SyncPlanError) as caught:
+            st.plan(NODES, 'cn-gpu1', network=bad)
+        assert 'is not an IPv4 network of at most /30' in caught.value.args[0][0]
 
 
 def test_config_text_holds_every_peer_and_the_keys_when_known():

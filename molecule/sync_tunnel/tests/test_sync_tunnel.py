@@ -1,0 +1,212 @@
+"""The gradient-sync tunnel on three nodes in two sites (molecule.yml): a full mesh whose MTU fits
+the narrowest path (1400 - 80), full-size packets through it with DF set, nothing readable on the
+underlay, keys that never leave their node, peers applied in place, a tunnel MTU the path does not
+carry rolled back by itself, and bad input refused before any node changes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+CONVERGE = os.environ["TRAINNET_SYNC_TUNNEL_CONVERGE"]
+WAN_NETNS = "trainnet-molst-wan"
+NODE1, NODE2, NODE3 = ("trainnet-molecule-st-node1", "trainnet-molecule-st-node2", "trainnet-molecule-st-node3")
+NODES = (NODE1, NODE2, NODE3)
+TUNNEL = {NODE1: "198.19.253.1", NODE2: "198.19.253.2", NODE3: "198.19.253.3"}
+UNDERLAY = {NODE1: "192.0.2.1", NODE2: "192.0.2.2", NODE3: "192.0.2.3"}
+IFACE, PORT, MTU = "wgsync0", 52200, 1320
+KEY_DIR = "/etc/trainnet/sync_tunnel"
+
+testinfra_hosts = ["podman://" + name for name in
+                   testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
+
+
+def on(name):
+    return testinfra.get_host("podman://" + name)
+
+
+def name_of(host):
+    return host.backend.name
+
+
+def converge(*extra, timeout=300):
+    """The role again on every node (ansible-playbook, as a user runs it), extra vars as JSON."""
+    argv = ["ansible-playbook", "-i", INVENTORY, CONVERGE]
+    for value in extra:
+        argv += ["-e", json.dumps(value)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
+
+
+def ping(host, address, size, count=1):
+    return host.run("ping -n -q -c %s -W 2 -M do -s %s -I %s %s", str(count), str(size), IFACE, address)
+
+
+def test_interface_address_and_mtu_from_the_narrowest_path(host):
+    link = json.loads(host.check_output("ip -j -d link show dev %s", IFACE))[0]
+    assert link["mtu"] == MTU, link
+    assert "UP" in link["flags"], link
+    address = json.loads(host.check_output("ip -j -4 address show dev %s", IFACE))[0]["addr_info"]
+    assert [(a["local"], a["prefixlen"]) for a in address] == [(TUNNEL[name_of(host)], 24)]
+    service = host.service("trainnet-sync-tunnel.service")
+    assert service.is_running and service.is_enabled
+
+
+def test_full_mesh_with_every_peer_at_its_underlay_endpoint(host):
+    me = name_of(host)
+    # `wg show dump`'s first line holds the private key: only the peer lines are read
+    dump = host.check_output("wg show %s dump | tail -n +2", IFACE).splitlines()
+    peers = {}
+    for line in dump:
+        public_key, _psk, endpoint, allowed, *_ = line.split("\t")
+        peers[endpoint] = (public_key, allowed)
+    want = {"%s:%d" % (UNDERLAY[n], PORT): TUNNEL[n] + "/32" for n in NODES if n != me}
+    assert {e: a for e, (_, a) in peers.items()} == want
+    # each peer's public key is the one that peer generated for itself
+    for node in NODES:
+        if node != me:
+            key = on(node).file(KEY_DIR + "/public.key").content_string.strip()
+            assert peers["%s:%d" % (UNDERLAY[node], PORT)][0] == key
+    assert host.check_output("wg show %s listen-port", IFACE).strip() == str(PORT)
+
+
+def test_full_size_packets_cross_every_pair_and_one_byte_more_does_not_fit(host):
+    me = name_of(host)
+    for node in NODES:
+        if node != me:
+            result = ping(host, TUNNEL[node], MTU - 28, count=3)
+            assert result.rc == 0, (node, result.stdout, result.stderr)
+    # refused by the interface itself (ping -q keeps its "message too long" to itself)
+    too_big = ping(host, TUNNEL[NODE3 if me != NODE3 else NODE1], MTU - 27)
+    assert too_big.rc != 0 and "(1321) bytes" in too_big.stdout and " 0 received" in too_big.stdout, too_big.stdout
+
+
+def test_keys_stay_on_their_node_and_out_of_the_files(host):
+    key_dir = host.file(KEY_DIR)
+    assert key_dir.mode == 0o700 and key_dir.user == "root"
+    private = host.file(KEY_DIR + "/private.key")
+    assert private.mode == 0o600 and private.user == "root"
+    secret = private.content_string.strip()
+    places = {name: host.file("%s/%s" % (KEY_DIR, name)).content_string for name in ("tunnel.env", "peers.conf", "public.key")}
+    places["process arguments"] = host.check_output("ps -eo args")   # wireguard-go, wg
+    # names only: an assertion message must never show the key
+    assert [name for name, text in places.items() if secret in text] == []
+    for name in ("tunnel.env", "peers.conf"):
+        assert host.file("%s/%s" % (KEY_DIR, name)).mode == 0o600, name
+
+
+SNIFFER = """
+import json, select, socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))   # every interface of the namespace
+end, marker = time.time() + float(sys.argv[1]), bytes.fromhex(sys.argv[2])
+while time.time() < end:
+    if not select.select([s], [], [], 0.2)[0]:
+        continue
+    frame = s.recv(65535)
+    if frame[12:14] != b"\\x08\\x00":
+        continue
+    ip = frame[14:]
+    proto, ihl = ip[9], (ip[0] & 15) * 4
+    ports = (int.from_bytes(ip[ihl:ihl + 2], "big"), int.from_bytes(ip[ihl + 2:ihl + 4], "big")) if proto in (6, 17) else (0, 0)
+    print(json.dumps({"proto": proto, "ports": ports, "marker": marker in frame}), flush=True)
+"""
+
+
+def test_gradients_cross_the_underlay_encrypted():
+    """Pings with a known payload between two nodes' tunnel addresses: on the bridge's ports, only
+    WireGuard's UDP on port 52200, and the payload nowhere."""
+    pattern = os.urandom(16).hex()
+    capture = subprocess.Popen(["ip", "netns", "exec", WAN_NETNS, sys.executable, "-c", SNIFFER, "4", pattern],
+                               stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    sent = on(NODE1).run("ping -n -q -c 5 -i 0.2 -s 1200 -p %s -I %s %s", pattern, IFACE, TUNNEL[NODE3])
+    assert sent.rc == 0, sent.stdout + sent.stderr
+    frames = [json.loads(line) for line in capture.communicate(timeout=30)[0].splitlines()]
+    tunnel = [f for f in frames if f["proto"] == 17 and PORT in f["ports"]]
+    assert len(tunnel) >= 10, frames            # 5 requests and 5 replies, at least
+    assert [f for f in frames if f["marker"]] == []
+    assert [f for f in frames if f["proto"] == 1] == []     # no ICMP on the underlay: it went through the tunnel
+
+
+def test_reload_applies_peers_in_place(host):
+    """systemctl reload (what the role does when only peers change) keeps the interface and its
+    sessions: same ifindex, peers still there, traffic still flows."""
+    before = json.loads(host.check_output("ip -j link show dev %s", IFACE))[0]["ifindex"]
+    host.check_output("systemctl reload trainnet-sync-tunnel.service")
+    after = json.loads(host.check_output("ip -j link show dev %s", IFACE))[0]["ifindex"]
+    assert before == after
+    assert len(host.check_output("wg show %s peers", IFACE).split()) == 2
+    other = NODE2 if name_of(host) != NODE2 else NODE1
+    assert ping(host, TUNNEL[other], MTU - 28).rc == 0
+
+
+def snapshot():
+    """Each node's key directory, tunnel link and peers (never `wg show dump`'s private key line; sorted:
+    wireguard-go lists peers in no fixed order)."""
+    return {node: on(node).check_output("ls -la --time-style=full-iso %s; ip -o link show dev %s; "
+                                        "wg show %s dump | tail -n +2 | cut -f1,3,4 | sort", KEY_DIR, IFACE, IFACE)
+            for node in NODES}
+
+
+ROUTE_INSIDE = "198.19.253.128/25"
+
+
+@pytest.mark.parametrize("case, extra, fragments", [
+    ("interface-of-the-control-plane", {"sync_tunnel_interface": "wg-sync"},
+     ["sync_tunnel_interface=wg-sync starts with wg-", "control plane"]),
+    ("address-outside-the-network", {"sync_tunnel_network": "198.19.253.0/30"},
+     ["training node trainnet-molecule-st-node3: sync tunnel address 198.19.253.3 is not a host address of "
+      "sync_tunnel_network 198.19.253.0/30"]),
+    # node1 gets a LAN route inside the tunnel network for this case (below)
+    ("network-overlaps-a-route", {},
+     ["sync_tunnel_network=198.19.253.0/24 overlaps routes trainnet-molecule-st-node1 already has: %s dev eth0" % ROUTE_INSIDE]),
+    ("one-address-twice", {"sync_tunnel_address": "198.19.253.9"},
+     ["sync tunnel address 198.19.253.9 is set on two training nodes"]),
+    ("path-mtu-below-ipv6-minimum", {"sync_tunnel_path_mtus": [{"sites": ["site-a", "site-b"], "mtu": 1000}]},
+     ["needs two sites and an mtu of 1280-9000"]),
+    ("misspelt-variable", {"sync_tunnel_mesh_peer_limt": 4},
+     ["sync_tunnel_mesh_peer_limt (did you mean sync_tunnel_mesh_peer_limit?)"]),
+])
+def test_bad_input_refused_before_any_node_changes(case, extra, fragments):
+    before = snapshot()
+    overlap = case == "network-overlaps-a-route"
+    if overlap:
+        on(NODE1).check_output("ip route add %s dev eth0", ROUTE_INSIDE)
+    try:
+        run = converge(extra)
+    finally:
+        if overlap:
+            on(NODE1).check_output("ip route del %s dev eth0", ROUTE_INSIDE)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-3000:]
+    for fragment in fragments:
+        assert fragment in out, (case, fragment, out[-3000:])
+    assert not re.search(r"TASK \[longhaul\.trainnet\.sync_tunnel : (Keys|Tunnel|Packages) \|", out), case
+    assert snapshot() == before, case
+
+
+def test_a_tunnel_mtu_the_path_does_not_carry_is_rolled_back():
+    """Claim a 1500-byte path to site-b: the tunnel MTU would be 1420, whose packets the black hole
+    swallows. Every node's full-size check fails, each puts its 1320 back and the run fails naming
+    the peers across the black hole; afterwards the mesh works as before."""
+    run = converge({"sync_tunnel_path_mtus": [{"sites": ["site-a", "site-b"], "mtu": 1500}]})
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-3000:]
+    assert re.search(r"no answer through wgsync0 from [^\n]*%s" % NODE3, out), out[-3000:]
+    assert "with 1420-byte packets (DF)" in out and "the previous settings were put back" in out, out[-3000:]
+    for node in NODES:
+        host = on(node)
+        assert host.file("/sys/class/net/%s/mtu" % IFACE).content_string.strip() == str(MTU), node
+        assert "MTU=%d" % MTU in host.file(KEY_DIR + "/tunnel.env").content_string, node
+    for node in (NODE1, NODE2):
+        assert ping(on(node), TUNNEL[NODE3], MTU - 28).rc == 0, node
+    again = converge()
+    changed = re.findall(r"changed=(\d+)", again.stdout)
+    assert again.returncode == 0 and len(changed) == 3 and set(changed) == {"0"}, again.stdout[-3000:]
