@@ -28,50 +28,40 @@ gate() {
   fi
 }
 
-# Lanes of gates side by side. Each argument is one lane: gates separated by " ; ", each gate
-# "name command args...", run one after another in that lane, each to its own log. Once every lane
-# has ended, the logs are shown lane by lane and counted as gates.
-lanes_side_by_side() {
-  local lane spec pids=()
-  for lane in "$@"; do
-    (
-      IFS=';' read -r -a specs <<<"$lane"
-      for spec in "${specs[@]}"; do
-        read -r -a argv <<<"$spec"
-        start=$SECONDS
-        "${argv[@]:1}" >"$log_dir/${argv[0]}.log" 2>&1
-        echo "$? $((SECONDS - start))" >"$log_dir/${argv[0]}.status"
-      done
-    ) &
+# The three gates that need no containers run side by side (they share nothing), each to its own
+# log, shown in order once all have finished; the rest run one at a time (they share podman and the lab).
+gates_side_by_side() {
+  local specs=("$@") pids=() names=() starts=() i=0
+  for spec in "${specs[@]}"; do
+    read -r -a argv <<<"$spec"
+    names+=("${argv[0]}"); starts+=("$SECONDS")
+    "${argv[@]:1}" >"$log_dir/${argv[0]}.log" 2>&1 &
     pids+=($!)
   done
-  wait "${pids[@]}"
-  for lane in "$@"; do
-    IFS=';' read -r -a specs <<<"$lane"
-    for spec in "${specs[@]}"; do
-      read -r -a argv <<<"$spec"
-      local name="${argv[0]}" rc=1 seconds=0
-      read -r rc seconds <"$log_dir/$name.status" || true
-      echo "=== gate: $name (side by side)"
-      cat "$log_dir/$name.log"
-      if ((rc == 0)); then
-        passed=$((passed + 1)); echo "=== gate $name: PASSED in $seconds s"
-      else
-        failed=$((failed + 1)); failed_names+=("$name"); echo "=== gate $name: FAILED in $seconds s"
-      fi
-    done
+  for i in "${!pids[@]}"; do
+    local rc=0
+    wait "${pids[$i]}" || rc=$?
+    echo "=== gate: ${names[$i]} (side by side)"
+    cat "$log_dir/${names[$i]}.log"
+    if ((rc == 0)); then
+      passed=$((passed + 1)); echo "=== gate ${names[$i]}: PASSED in $((SECONDS - starts[i])) s"
+    else
+      failed=$((failed + 1)); failed_names+=("${names[$i]}"); echo "=== gate ${names[$i]}: FAILED in $((SECONDS - starts[i])) s"
+    fi
   done
 }
 
-# The gates that need no containers share nothing: side by side.
-lanes_side_by_side "ansible-lint ansible-lint --offline" \
+gates_side_by_side "ansible-lint ansible-lint --offline" \
   "sanity bash scripts/sanity.sh" \
   "unit python -m pytest -q -p no:cacheprovider tests/unit"
-# The molecule scenarios each have their own instances, bridge namespace and podman network: two
-# lanes of about equal length (most of their time is spent waiting on podman exec, not CPU).
-lanes_side_by_side \
-  "molecule-control-plane molecule test -s control_plane ; molecule-sync-tunnel molecule test -s sync_tunnel ; molecule-bad-input molecule test -s bad_input" \
-  "molecule-egress-pool molecule test -s egress_pool ; molecule-training-job molecule test -s training_job ; molecule-default molecule test -s default"
+# The molecule scenarios one at a time: they are CPU-bound (podman exec, Ansible), so two side by
+# side on two cores took as long as one after the other (measured), with timing tests squeezed.
+gate molecule-default molecule test -s default
+gate molecule-bad-input molecule test -s bad_input
+gate molecule-control-plane molecule test -s control_plane
+gate molecule-sync-tunnel molecule test -s sync_tunnel
+gate molecule-egress-pool molecule test -s egress_pool
+gate molecule-training-job molecule test -s training_job
 # Lab and benchmark tests skip where no lab can be built; here a skip counts as a failure.
 # (`python -m` puts the checkout on sys.path, which makes tests/no_skips_plugin.py loadable.)
 lab_pytest=(python -m pytest -q -p no:cacheprovider -p tests.no_skips_plugin)

@@ -397,7 +397,12 @@ def chunked_allreduce(tensor, groups):
         done = torch.futures.Future()
         done.set_result(tensor)
         return done
-    return torch.futures.collect_all(futures).then(lambda _fut: tensor)
+
+    def all_done(fut):
+        for chunk_future in fut.value():
+            chunk_future.value()   # raises the chunk's error: a failed chunk must not pass as a sum
+        return tensor
+    return torch.futures.collect_all(futures).then(all_done)
 
 
 def wan_allreduce_hook(state, bucket):

@@ -90,7 +90,8 @@ def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMI
         else:
             addresses[str(address)] = name
         if _address(node.get('endpoint', '')) is None:
-            problems.append('training node %s: endpoint %r is not an IP address peers can send to' % (name, node.get('endpoint')))
+            problems.append('training node %s: endpoint %r is not an IP address peers can send to (sync_tunnel_endpoint; '
+                            'a node outside the run cannot learn it from its default route)' % (name, node.get('endpoint')))
     if not 1 <= int(mesh_peer_limit) <= 4096:
         problems.append('mesh_peer_limit=%s is outside 1-4096' % mesh_peer_limit)
     if not 1 <= int(listen_port) <= 65535:
