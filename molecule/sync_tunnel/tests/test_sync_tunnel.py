@@ -65,10 +65,10 @@ def test_full_mesh_with_every_peer_at_its_underlay_endpoint(host):
     dump = host.check_output("wg show %s dump | tail -n +2", IFACE).splitlines()
     peers = {}
     for line in dump:
-        public_key, _psk, endpoint, allowed, *_ = line.split("\t")
-        peers[endpoint] = (public_key, allowed)
+        fields = line.split("\t")   # public key, preshared key, endpoint, allowed IPs, ...
+        peers[fields[2]] = (fields[0], fields[3])
     want = {"%s:%d" % (UNDERLAY[n], PORT): TUNNEL[n] + "/32" for n in NODES if n != me}
-    assert {e: a for e, (_, a) in peers.items()} == want
+    assert {endpoint: allowed for endpoint, (key, allowed) in peers.items()} == want
     # each peer's public key is the one that peer generated for itself
     for node in NODES:
         if node != me:
