@@ -189,7 +189,7 @@ def main():
         results = {"rate_mbit": rate, "shards": shards, "shard_kib": store["shard_kib"],
                    "concurrency": concurrency.strip().split("=")[-1],
                    "command": " ".join(["python", "benchmarks/egress_pool.py", *sys.argv[1:]]),
-                   "runs": runs, "summary": [egress.summarize(run, rate) for run in runs]}
+                   "runs": runs, "summary": [egress.summarize(run, rate, store["shard_kib"] * 1024) for run in runs]}
         write(results)
         return 0
     finally:

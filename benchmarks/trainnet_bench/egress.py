@@ -50,8 +50,22 @@ def lowest_rate_after(samples, kill_t, seconds, window_s=1.0):
     return min(rates) if rates else None
 
 
-def summarize(run: dict, rate_mbit: float) -> dict:
-    """One run (samples, report of trainnet-fetch-shards, optional kill time) -> figures."""
+def full_pool_until(samples: list[tuple[float, int]], payload_bytes: int, busy_bytes: float) -> float:
+    """The last sample time at which more than busy_bytes of the payload were still to come (the
+    counters hold headers too: the remaining payload is taken in proportion)."""
+    total = samples[-1][1] - samples[0][1]
+    if total <= 0 or payload_bytes <= 0:
+        return samples[-1][0]
+    inside = [t for t, b in samples if (samples[-1][1] - b) / total * payload_bytes > busy_bytes]
+    return inside[-1] if inside else samples[0][0]
+
+
+def summarize(run: dict, rate_mbit: float, shard_bytes: int = 0) -> dict:
+    """One run (samples, report of trainnet-fetch-shards, optional kill time) -> figures.
+
+    After a kill, the settled rate is taken from 10 s after the kill until fewer shards remain than
+    live paths (shard_bytes given): past that the job's own tail (the last shards, the one retried
+    from the dead path) cannot fill the pool, whatever the pool can carry."""
     samples = [tuple(s) for s in run["samples"]]
     out = {"paths": run["paths"], "label": run["label"], "shards": run["report"]["shards"],
            "ok": run["report"]["ok"], "failed": len(run["report"]["failed"]),
@@ -65,7 +79,11 @@ def summarize(run: dict, rate_mbit: float) -> dict:
     else:
         before = mean_rate(samples, samples[0][0] + 3.0, kill_t)
         settle = kill_t + 10.0
-        after = mean_rate(samples, settle, samples[-1][0] - 2.0)
+        end = samples[-1][0] - 2.0
+        if shard_bytes:
+            end = min(end, full_pool_until(samples, run["report"]["bytes"], (run["paths"] - 1) * shard_bytes))
+        after = mean_rate(samples, settle, end)
+        out["settled_window_s"] = [round(settle - samples[0][0], 1), round(end - samples[0][0], 1)]
         out["before_kill_mbit"] = round(before, 2) if before is not None else None
         out["after_kill_mbit"] = round(after, 2) if after is not None else None
         out["recovery_s_to_2.7R"] = recovery_s(samples, kill_t, 2.7 * rate_mbit)

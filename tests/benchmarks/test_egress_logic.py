@@ -73,3 +73,21 @@ def test_chart_is_valid_svg_with_one_line_per_run():
     assert len(root.findall(ns + "polyline")) == 3
     texts = [t.text for t in root.iter(ns + "text")]
     assert "one path killed" in texts and "4R" in texts and "pool of 4" in texts
+
+
+def test_settled_rate_after_a_kill_ends_where_fewer_shards_than_live_paths_remain():
+    """Measured on the lab (CI): about 2.9 R after the cut, then the last 2 MiB shards alone at about
+    1 R for 3 s (the one retried from the dead path). Ending 2 s before the end gave 2.63 R; ending
+    when fewer shards than live paths remain measures the pool: about 2.9 R."""
+    rates = [(6, 38), (2, 15), (16, 29), (1, 25), (4, 10)]
+    data = run("kill", 4, rates, kill_at=6)
+    shard = 2 * 2**20
+    data["report"]["bytes"] = data["samples"][-1][1]
+    tail_included = egress.summarize(data, 10.0)
+    settled = egress.summarize(data, 10.0, shard_bytes=shard)
+    assert tail_included["after_kill_x_R"] < 2.7
+    assert 2.85 <= settled["after_kill_x_R"] <= 2.95, settled
+    # the window ends once fewer than 3 (live paths) x 2 MiB were still to come
+    end = settled["settled_window_s"][1]
+    remaining = data["samples"][-1][1] - [b for t, b in data["samples"] if t - data["samples"][0][0] <= end][-1]
+    assert 3 * shard < remaining <= 3 * shard + 29 * MBIT * 0.25
