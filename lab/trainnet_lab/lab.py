@@ -593,8 +593,7 @@ class Lab:
                               "--format", "{{.Names}}", check=False).stdout.split()
             containers |= set(labelled)
             if containers:
-                podman("rm", "-f", "-t", "3", *sorted(containers), check=False)
-                log(f"removed containers: {', '.join(sorted(containers))}")
+                self._remove_containers(sorted(containers), log)
         # Hosts before routers: a host's veth peer lives in its router's namespace.
         created_netns = self._created("netns")
         routers = {self.spec.router_netns(s) for s in self.spec.sites}
@@ -612,6 +611,24 @@ class Lab:
             except OSError:
                 pass
         return leftovers
+
+    @staticmethod
+    def _remove_containers(names: list[str], log) -> None:
+        """podman rm -f, then each one still there again (bounded: 3 rounds): one rm of all the lab's
+        containers once left one behind in CI (a loaded host; podman said nothing the lab kept)."""
+        left = names
+        for attempt in range(3):
+            try:
+                result = podman("rm", "-f", "-t", "3", *left, check=False, timeout=240)
+                said = (result.stderr or result.stdout).strip()[-500:]
+            except subprocess.TimeoutExpired:
+                said = "podman rm timed out after 240 s"
+            left = [n for n in left if podman("container", "exists", n, check=False).returncode == 0]
+            if not left:
+                break
+            log(f"podman rm left {', '.join(left)} (attempt {attempt + 1}): {said}")
+            time.sleep(2)
+        log(f"removed containers: {', '.join(n for n in names if n not in left)}")
 
     def leftovers(self, containers=(), created_netns=()) -> list[str]:
         left = [f"network namespace {n}" for n in created_netns if netns.netns_exists(n)]

@@ -227,6 +227,66 @@ def test_failover_when_primary_underlay_is_cut():
     assert time.monotonic() - restored_at < 10
 
 
+ECHO_SERVER = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("%s", %d)); s.listen(1); s.settimeout(30); c, peer = s.accept(); c.settimeout(40)
+while True:
+    d = c.recv(64)
+    if not d:
+        break
+    c.sendall(d)
+"""
+
+BLIP_CLIENT = """
+import os, socket, time
+c = socket.create_connection(("%s", %d), timeout=10); c.sendall(b"a"); c.recv(8)
+print("connected", flush=True)
+for _ in range(300):  # bounded: 30 s for the cut to be in place
+    if os.path.exists("/tmp/trainnet-blip-send"):
+        break
+    time.sleep(0.1)
+try:
+    c.settimeout(30); c.sendall(b"b"); print("echoed", c.recv(8).decode())
+except OSError as e:
+    print("error", e)
+"""
+
+
+def test_a_takeover_blip_does_not_reset_connections_to_the_primary():
+    """The secondary anchor loses BFD to the primary for a moment (its tunnel underlay cut: a false
+    alarm looks the same) while it holds a TCP connection to the rendezvous address: the address is
+    local there meanwhile, and the connection must survive (no reset) once the route is back."""
+    use, usw = on(USE), on(USW)
+    port = 29400  # the rendezvous port the primary's firewall admits from tunnel addresses
+    assert wait_for(lambda: rdv_dev(use) == IF_TO[USW], 10)
+    use.run("rm -f /tmp/trainnet-blip-send")
+    drops_before = counter(use, "takeover-not-local")
+    server = subprocess.Popen(["podman", "exec", USW, "python3", "-c", ECHO_SERVER % (RDV, port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = None
+    try:
+        time.sleep(1)
+        client = subprocess.Popen(["podman", "exec", USE, "python3", "-c", BLIP_CLIENT % (RDV, port)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert client.stdout.readline().strip() == "connected"
+        use.check_output("echo %s | nft -f -", CUT % (UNDERLAY[USW], UNDERLAY[USW]))
+        try:
+            assert wait_for(lambda: rdv_dev(use) == "lo", 5, step=0.05), use.check_output("ip route")
+            use.check_output("touch /tmp/trainnet-blip-send")
+            time.sleep(1.5)  # the segment and its retransmissions meet the takeover
+        finally:
+            use.run("nft delete table inet molecule_cut")
+        assert wait_for(lambda: rdv_dev(use) == IF_TO[USW], 10, step=0.1), use.check_output("ip route")
+        out, err = client.communicate(timeout=40)
+        assert out.strip().splitlines()[-1:] == ["echoed b"], (out, err)
+        assert counter(use, "takeover-not-local") > drops_before
+    finally:
+        for proc in (client, server):
+            if proc and proc.poll() is None:
+                proc.kill()
+
+
 def test_limited_rerun_changes_nothing_and_logs_no_key():
     """--limit to the master at -vvv: 0 changed, peers kept, no private key anywhere in the output."""
     secrets = [on(n).file("/etc/trainnet/wireguard/private.key").content_string.strip() for n in (MASTER, USW, USE)]
