@@ -117,9 +117,8 @@ def snapshot(host):
 def before(host):
     # IPv6 duplicate address detection keeps a new link-local address "tentative" for a second or
     # more on a loaded host (a CI run's baseline caught it so); the baseline is the settled host.
-    for _ in range(100):  # bounded: 20 s
-        if "tentative" not in host.run("ip -o address").stdout:
-            break
+    deadline = time.monotonic() + 20
+    while "tentative" in host.run("ip -o address").stdout and time.monotonic() < deadline:
         time.sleep(0.2)
     return snapshot(host)
 
