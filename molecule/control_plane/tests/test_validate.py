@@ -14,6 +14,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PLAYBOOK = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "validate.yml")
 MASTER, USW, USE = "trainnet-molecule-cp-master", "trainnet-molecule-cp-usw", "trainnet-molecule-cp-use"
 IF_USE = "wg-id3"  # the master's tunnel to USE
+IF_USW = "wg-id2"  # the master's tunnel to USW
 ROW = re.compile(r"(trainnet-molecule-cp-\w+) \| (\d+)/(\d+) \| ([^|]+?) \| (\d+)/(\d+) \| ([^|]+?) \| ([^\"]*)\"")
 TABLE = "trainnet_test_validate"
 
@@ -73,6 +74,19 @@ def test_validate_reports_the_control_plane_per_host():
     assert "changed=0" in out and "changed=1" not in out
 
 
+def validate_with_master_bfd(expected, *extra):
+    """validate.yml, run again (at most 3 runs) while the master's BFD count is not `expected`
+    because the session the test did not cut (to USW) is down too: on a loaded 2-core CI host a
+    BFD session can restart with no cut (one CI run saw 0/2 for 1/2)."""
+    runs = 0
+    while True:
+        runs += 1
+        rc, rows, out = validate(*extra)
+        if rows.get(MASTER, {}).get("bfd") == expected or runs == 3:
+            return rc, rows, out
+        wait_for(lambda: bfd_state(on(MASTER), IF_USW) == "Up", 20)
+
+
 def test_strict_fails_while_a_bfd_session_is_down():
     master = on(MASTER)
     master.check_output(
@@ -80,12 +94,12 @@ def test_strict_fails_while_a_bfd_session_is_down():
         "    iifname \"%s\" udp dport 3784 drop\n  }\n}\nEOF" % (TABLE, IF_USE))
     try:
         assert wait_for(lambda: bfd_state(master, IF_USE) != "Up", 10)
-        rc, rows, out = validate("-e", "trainnet_validate_control_plane_strict=true")
+        rc, rows, out = validate_with_master_bfd((1, 2), "-e", "trainnet_validate_control_plane_strict=true")
         assert rc != 0, out[-3000:]
         assert rows[MASTER]["bfd"] == (1, 2) and rows[MASTER]["tunnels"] == (2, 2), rows
         assert "control plane degraded" in out and IF_USE in out, out[-3000:]
         # Report only by default: the same state does not fail.
-        rc, rows, out = validate()
+        rc, rows, out = validate_with_master_bfd((1, 2))
         assert rc == 0 and rows[MASTER]["bfd"] == (1, 2), out[-3000:]
     finally:
         master.run("nft delete table inet %s", TABLE)
