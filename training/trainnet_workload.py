@@ -17,6 +17,10 @@ communication hook that splits each gradient bucket into N chunks all-reduced at
 over N Gloo process groups, i.e. N sets of TCP connections. On a long fat lossy path one
 dependent chain of transfers leaves the link half empty; several in flight fill it (issue 13:
 21-27 Mbit/s with one group, 32-39 with eight, on 50 Mbit/s at 150 ms).
+--sync-topology site (env TRAINNET_SYNC_TOPOLOGY, with TRAINNET_SITE naming each node's site):
+the bucket is first summed inside each site (LAN), the N chunks cross the WAN between one leader
+per site only, and each leader hands the sum back to its site: the ocean carries one copy per
+site instead of one per node. flat: every rank in every chunk's ring.
 
 Touches: TCP sockets on the Gloo interface, --log-file, checkpoints and manifests under
 --checkpoint-dir (checkpoint writers only). Exit codes: 0 ok, 2 preflight refused, 3 verify mismatch.
@@ -31,6 +35,7 @@ import io
 import ipaddress
 import json
 import os
+import queue
 import socket
 import struct
 import sys
@@ -43,6 +48,8 @@ EXIT_VERIFY = 3
 # NCCL refuses more than 64 sockets per peer connection (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD).
 NCCL_MAX_SOCKETS = 64
 MAX_SYNC_GROUPS = 64
+SYNC_TOPOLOGIES = ("flat", "site")
+SITE_NAME_MAX_BYTES = 255
 DEFAULT_PG_TIMEOUT_SEC = 1800
 SIOCGIFADDR = 0x8915
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -100,6 +107,9 @@ def build_parser():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--sync-groups", type=_positive_int, default=None,
                    help="Gloo process groups each bucket is split over (env TRAINNET_SYNC_GROUPS, default 8; 1 = plain DDP all-reduce)")
+    p.add_argument("--sync-topology", choices=SYNC_TOPOLOGIES, default=None,
+                   help="flat: every rank in every chunk's all-reduce; site: sum inside each site first, only one "
+                        "leader per site crosses the WAN (env TRAINNET_SYNC_TOPOLOGY, default flat; needs TRAINNET_SITE)")
     p.add_argument("--no-comm-hook", action="store_true", help="DDP's built-in all-reduce, no hook (all-reduce time is then not measured)")
     p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP bucket size (env TRAINNET_BUCKET_CAP_MB, default 25)")
     p.add_argument("--pg-timeout-sec", type=_positive_int, default=None,
@@ -234,6 +244,9 @@ def preflight(env, local_addr=None, interfaces=None, hostname=None):
         env_flag(env, "TRAINNET_CHECKPOINT_WRITER")
     except PreflightError as exc:
         problems.append(str(exc))
+    topology = env.get("TRAINNET_SYNC_TOPOLOGY", "").strip()
+    if topology and topology not in SYNC_TOPOLOGIES:
+        problems.append("TRAINNET_SYNC_TOPOLOGY=%r is not a sync topology (allowed: %s)" % (topology, ", ".join(SYNC_TOPOLOGIES)))
     if problems:
         raise PreflightError("; ".join(problems))
     return changes
@@ -248,6 +261,16 @@ def resolve_settings(args, env):
     }
     if settings["sync_groups"] > MAX_SYNC_GROUPS:
         raise PreflightError("--sync-groups=%d is out of range (allowed: 1..%d)" % (settings["sync_groups"], MAX_SYNC_GROUPS))
+    settings["sync_topology"] = args.sync_topology or env.get("TRAINNET_SYNC_TOPOLOGY", "").strip() or "flat"
+    if settings["sync_topology"] not in SYNC_TOPOLOGIES:
+        raise PreflightError("TRAINNET_SYNC_TOPOLOGY=%r is not a sync topology (allowed: %s)"
+                             % (settings["sync_topology"], ", ".join(SYNC_TOPOLOGIES)))
+    settings["site"] = env.get("TRAINNET_SITE", "").strip()
+    if len(settings["site"].encode("utf-8")) > SITE_NAME_MAX_BYTES:
+        raise PreflightError("TRAINNET_SITE is longer than %d bytes" % SITE_NAME_MAX_BYTES)
+    if settings["sync_topology"] == "site" and not settings["site"]:
+        raise PreflightError("sync topology 'site' needs TRAINNET_SITE (this node's site name, written by the "
+                             "training_job role from trainnet_site); set it or use TRAINNET_SYNC_TOPOLOGY=flat")
     cap = args.bucket_cap_mb
     if cap is None:
         raw = env.get("TRAINNET_BUCKET_CAP_MB", "").strip()
@@ -352,12 +375,13 @@ def _import_torch():
 
 
 class WanSync:
-    """State of the WAN gradient sync hook: the groups, and what the current step all-reduced."""
+    """State of the WAN gradient sync hook: the sync plan, and what the current step all-reduced."""
 
-    def __init__(self, groups, world_size):
-        self.groups = groups
+    def __init__(self, plan, world_size):
+        self.plan = plan
         self.world_size = world_size
         self._lock = threading.Lock()
+        self._queue = None
         self.reset()
 
     def reset(self):
@@ -385,6 +409,28 @@ class WanSync:
                 return 0.0
             return self.last_done - self.first_start
 
+    def submit(self, tensor):
+        """Run plan.allreduce(tensor) on the sync thread; returns a torch future. One thread, so every
+        rank issues its collectives in the order DDP hands over the buckets (the same on every rank)."""
+        import torch
+        if self._queue is None:
+            self._queue = queue.Queue()
+            threading.Thread(target=self._serve, name="trainnet-wan-sync", daemon=True).start()
+        future = torch.futures.Future()
+        self._queue.put((tensor, future))
+        return future
+
+    def _serve(self):
+        while True:
+            tensor, future = self._queue.get()
+            try:
+                self.plan.allreduce(tensor)
+            except Exception as exc:   # noqa: BLE001 -- handed to DDP, which raises it in backward
+                future.set_exception(exc)
+            else:
+                self._done()
+                future.set_result(tensor)
+
 
 def chunked_allreduce(tensor, groups):
     """Sum-all-reduce a flat contiguous tensor in place as len(groups) chunks, one per process
@@ -405,13 +451,91 @@ def chunked_allreduce(tensor, groups):
     return torch.futures.collect_all(futures).then(all_done)
 
 
+class SyncPlan:
+    """Who sums with whom.
+
+    flat: chunk_groups span every rank; no site stage.
+    site: the site's ranks sum into their leader (the site's lowest rank) over site_group (None when
+    the node is alone in its site), the leaders all-reduce the chunks over chunk_groups (leaders
+    only; empty elsewhere and when all ranks share one site), the leader broadcasts the sum back."""
+
+    def __init__(self, topology, chunk_groups, groups_setting, site_group=None, leader=None, sites=None):
+        self.topology = topology
+        self.chunk_groups = chunk_groups
+        self.groups_setting = groups_setting
+        self.site_group = site_group
+        self.leader = leader
+        self.sites = sites
+
+    @property
+    def asynchronous(self):
+        """flat needs no thread: its chunks are one set of async collectives."""
+        return self.topology == "flat"
+
+    def allreduce(self, tensor):
+        """Sum tensor over every rank, in place; blocks until done."""
+        import torch.distributed as dist
+        if self.site_group is not None:
+            dist.reduce(tensor, dst=self.leader, group=self.site_group)
+        if self.chunk_groups:
+            chunked_allreduce(tensor, self.chunk_groups).wait()
+        if self.site_group is not None:
+            dist.broadcast(tensor, src=self.leader, group=self.site_group)
+        return tensor
+
+
+def site_layout(sites):
+    """sites[rank] -> ({site: [ranks]} in order of each site's lowest rank, [leader rank per site])."""
+    members = {}
+    for rank, site in enumerate(sites):
+        members.setdefault(site, []).append(rank)
+    return members, [ranks[0] for ranks in members.values()]
+
+
+def gather_sites(dist, site):
+    """Every rank's TRAINNET_SITE, by rank. (all_gather_object needs numpy, which the CPU wheel lacks.)"""
+    import torch
+    raw = site.encode("utf-8")
+    mine = torch.zeros(SITE_NAME_MAX_BYTES + 1, dtype=torch.uint8)
+    mine[0] = len(raw)
+    if raw:
+        mine[1:1 + len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    everyone = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    return [bytes(t[1:1 + int(t[0])].tolist()).decode("utf-8") for t in everyone]
+
+
+def make_sync_plan(dist, settings, timeout):
+    """Build the process groups of a SyncPlan. Every rank creates every group, in the same order
+    (torch requires it, members or not); the site names come from an all-gather of TRAINNET_SITE."""
+    world = dist.get_world_size()
+    count = settings["sync_groups"]
+    if settings["sync_topology"] == "flat":
+        return SyncPlan("flat", make_sync_groups(dist, list(range(world)), count, timeout), count)
+    sites = gather_sites(dist, settings["site"])
+    members, leaders = site_layout(sites)
+    rank = dist.get_rank()
+    site_group = None
+    for ranks in members.values():
+        if len(ranks) > 1:
+            group = dist.new_group(ranks=ranks, backend="gloo", timeout=timeout)
+            if rank in ranks:
+                site_group = group
+    chunk_groups = make_sync_groups(dist, leaders, count, timeout) if len(leaders) > 1 else []
+    if rank not in leaders:
+        chunk_groups = []
+    return SyncPlan("site", chunk_groups, count, site_group=site_group, leader=members[sites[rank]][0], sites=sites)
+
+
 def wan_allreduce_hook(state, bucket):
-    """DDP comm hook: average each gradient bucket over state.groups in parallel chunks.
+    """DDP comm hook: average each gradient bucket over the sync plan.
     Divides before summing, as DDP's built-in reducer does, so two ranks give bit-identical results."""
     tensor = bucket.buffer()
     tensor.div_(state.world_size)
     state._started(tensor.numel() * tensor.element_size())
-    fut = chunked_allreduce(tensor, state.groups)
+    if not state.plan.asynchronous:
+        return state.submit(tensor)
+    fut = chunked_allreduce(tensor, state.plan.chunk_groups)
 
     def finished(f):
         state._done()
@@ -419,12 +543,12 @@ def wan_allreduce_hook(state, bucket):
     return fut.then(finished)
 
 
-def make_sync_groups(dist, count, timeout):
-    """The default group plus count-1 more Gloo groups over all ranks: each has its own TCP connections."""
-    world = list(range(dist.get_world_size()))
-    groups = [dist.group.WORLD]
+def make_sync_groups(dist, ranks, count, timeout):
+    """count Gloo groups over ranks (the default group first when ranks is every rank): each has its
+    own TCP connections."""
+    groups = [dist.group.WORLD] if len(ranks) == dist.get_world_size() else []
     while len(groups) < count:
-        groups.append(dist.new_group(ranks=world, backend="gloo", timeout=timeout))
+        groups.append(dist.new_group(ranks=ranks, backend="gloo", timeout=timeout))
     return groups
 
 
@@ -520,7 +644,7 @@ def train(args, settings, torch, dist, log):
     sync = None
     if not args.no_comm_hook:
         timeout = datetime.timedelta(seconds=settings["pg_timeout_sec"])
-        sync = WanSync(make_sync_groups(dist, settings["sync_groups"], timeout), ident["world_size"])
+        sync = WanSync(make_sync_plan(dist, settings, timeout), ident["world_size"])
         ddp.register_comm_hook(sync, wan_allreduce_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     if state:
@@ -541,7 +665,8 @@ def train(args, settings, torch, dist, log):
         step_times.append(step_time)
         # "ended" (wall clock) places a step beside outside events, such as a link cut.
         record = dict(ident, event="step", step=step, loss=round(loss.item(), 6), step_time_s=round(step_time, 6),
-                      ended=round(time.time(), 3), sync_groups=0 if sync is None else len(sync.groups))
+                      ended=round(time.time(), 3), sync_groups=0 if sync is None else sync.plan.groups_setting,
+                      sync_topology=None if sync is None else sync.plan.topology)
         if sync:
             span = sync.span()
             record.update(allreduce_time_s=round(span, 6), allreduce_bytes=sync.bytes,
@@ -575,23 +700,27 @@ def verify_allreduce(args, settings, torch, dist, log):
     ident = _identity(dist)
     rank, world = ident["rank"], ident["world_size"]
     timeout = datetime.timedelta(seconds=settings["pg_timeout_sec"])
-    groups = make_sync_groups(dist, settings["sync_groups"], timeout)
+    flat = make_sync_plan(dist, dict(settings, sync_topology="flat"), timeout)
+    cases = [("default_group", SyncPlan("flat", flat.chunk_groups[:1], 1)), ("sync_groups", flat)]
+    if settings["sync_topology"] == "site":
+        cases.append(("site_groups", make_sync_plan(dist, settings, timeout)))
     sizes = sorted({1, 1000, 65537, args.verify_elements})
     failures = []
     for round_no in range(args.verify_rounds):
         for elements in sizes:
-            for label, n_groups in (("default_group", 1), ("sync_groups", len(groups))):
+            for label, plan in cases:
+                n_groups = plan.groups_setting
                 base, expected = expected_pattern(torch, elements, world)
                 tensor = base * (rank + 1)
                 dist.barrier()
                 start = time.perf_counter()
-                chunked_allreduce(tensor, groups[:n_groups]).wait()
+                plan.allreduce(tensor)
                 seconds = time.perf_counter() - start
                 if args.fault_inject_rank == rank:
                     tensor[elements // 2] += 1
                 bad = (tensor != expected).nonzero()
                 nbytes = elements * 4
-                log.emit(dict(ident, event="verify", round=round_no, case=label, groups=n_groups, elements=elements,
+                log.emit(dict(ident, event="verify", round=round_no, case=label, topology=plan.topology, groups=n_groups, elements=elements,
                               bytes=nbytes, seconds=round(seconds, 6), ok=not bad.numel(),
                               busbw_mbit_s=round(bus_bandwidth_bps(nbytes, seconds, world) / 1e6, 3)))
                 if bad.numel():

@@ -42,6 +42,9 @@ def summarize(events: dict[str, list[dict]]) -> dict:
     steady = [e for e in steps if e["step"] != first] or steps
     verify_done = [e for e in flat if e.get("event") == "verify_done"]
     verify = [e for e in flat if e.get("event") == "verify"]
+    # Bus bandwidth of the largest tensor only: the small ones measure latency, not bandwidth.
+    largest = max((e["elements"] for e in verify), default=None)
+    verify = [e for e in verify if e["elements"] == largest]
     per_step = step_times(steady)
     typical = _median(per_step.values())
     slowest = max(per_step, key=per_step.get, default=None)

@@ -32,9 +32,11 @@ def test_training_run(tmp_path):
 
 def test_verify_run_needs_every_rank_ok(tmp_path):
     ok = {"event": "verify_done", "ok": True, "bad_ranks": [], "world_size": 2}
-    write(tmp_path, "a", [{"event": "verify", "case": "default_group", "rank": 0, "ok": True, "busbw_mbit_s": 5.0},
+    big = {"event": "verify", "case": "default_group", "ok": True, "elements": 1000}
+    # The small tensor's figure measures latency: the summary leaves it out.
+    write(tmp_path, "a", [dict(big, rank=0, elements=1, busbw_mbit_s=0.01), dict(big, rank=0, busbw_mbit_s=5.0),
                           dict(ok, rank=0)])
-    write(tmp_path, "b", [{"event": "verify", "case": "default_group", "rank": 1, "ok": True, "busbw_mbit_s": 7.0}])
+    write(tmp_path, "b", [dict(big, rank=1, elements=1, busbw_mbit_s=0.01), dict(big, rank=1, busbw_mbit_s=7.0)])
     s = training.summarize(training.run_events(tmp_path))
     assert not s["verify_ok"]                      # rank 1 never reported verify_done
     assert s["verify_busbw_mbit_s"] == {"default_group": 6.0}

@@ -58,6 +58,8 @@ def test_launcher_env_file_and_preflight_on_training_nodes():
         assert "TRAINNET_PYTHON=/usr/bin/python3\n" in env and "PYTHONPATH=/opt/trainnet-torch\n" in env, env
         assert ("TRAINNET_CHECKPOINT_WRITER=true\n" in env) == (name == GPU2), env
         assert "TRAINNET_SYNC_GROUPS=2\n" in env and "OMP_NUM_THREADS=1\n" in env, env
+        site = "cn-home" if name == GPU1 else "us-west"
+        assert "TRAINNET_SYNC_TOPOLOGY=site\n" in env and f"TRAINNET_SITE={site}\n" in env, env
         pre = node.run("/usr/local/bin/trainnet-train --preflight")
         assert pre.rc == 0 and "rendezvous 192.0.2.3:29400" in pre.stdout, pre.stdout + pre.stderr
 
@@ -70,7 +72,7 @@ def test_verify_run_sums_right_on_both_ranks(tmp_path):
     done = [e for ev in got.values() for e in ev if e["event"] == "verify_done"]
     assert sorted(e["rank"] for e in done) == [0, 1] and all(e["ok"] for e in done), done
     cases = {(e["rank"], e["case"]) for ev in got.values() for e in ev if e["event"] == "verify" and e["ok"]}
-    assert cases == {(r, c) for r in (0, 1) for c in ("default_group", "sync_groups")}, cases
+    assert cases == {(r, c) for r in (0, 1) for c in ("default_group", "sync_groups", "site_groups")}, cases
 
 
 def test_training_run_writes_checkpoints_with_matching_manifests(tmp_path):

@@ -1,7 +1,8 @@
 """One rank of the hook-versus-plain-DDP comparison (started by test_workload_loopback.py).
 
 Trains the workload's model K steps three times from the same initial weights and batches:
-DDP's built-in all-reduce (no hook), the WAN hook over 8 groups, the WAN hook over 1 group, and
+DDP's built-in all-reduce (no hook), the WAN hook over 8 groups, the WAN hook over 1 group, the
+WAN hook with both ranks in one site (sum into the leader, broadcast back, on the sync thread), and
 as a control a hook that sums without averaging (must differ, or the comparison proves nothing).
 Prints one JSON line with the comparisons."""
 
@@ -20,7 +21,10 @@ def main(workload_path, steps):
     from torch.nn.parallel import DistributedDataParallel
     dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
-    groups = wl.make_sync_groups(dist, 8, datetime.timedelta(seconds=60))
+    timeout = datetime.timedelta(seconds=60)
+    groups = wl.make_sync_groups(dist, list(range(world)), 8, timeout)
+    one_site = wl.make_sync_plan(dist, {"sync_topology": "site", "sync_groups": 8, "site": "lan"}, timeout)
+    plans = {"hook8": wl.SyncPlan("flat", groups, 8), "hook1": wl.SyncPlan("flat", groups[:1], 1), "site": one_site}
 
     def sum_hook(_state, bucket):
         return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: fut.value()[0])
@@ -31,8 +35,8 @@ def main(workload_path, steps):
         # Small buckets: several per step, sizes not multiples of 8, so chunking is exercised.
         ddp = DistributedDataParallel(model, bucket_cap_mb=0.01)
         state = None
-        if variant in ("hook8", "hook1"):
-            state = wl.WanSync(groups if variant == "hook8" else groups[:1], world)
+        if variant in plans:
+            state = wl.WanSync(plans[variant], world)
             ddp.register_comm_hook(state, wl.wan_allreduce_hook)
         elif variant == "sum":
             ddp.register_comm_hook(None, sum_hook)
@@ -53,7 +57,7 @@ def main(workload_path, steps):
     plain, plain_changed = run("plain")[:2]
     results = {"rank": rank, "world_size": world, "plain_changed": plain_changed,
                "params": sum(p.numel() for p in plain)}
-    for variant in ("hook8", "hook1", "sum"):
+    for variant in ("hook8", "hook1", "site", "sum"):
         params, hook_bytes = run(variant)[::2]
         results[variant + "_equal"] = all(torch.equal(a, b) for a, b in zip(plain, params))
         results[variant + "_max_abs_diff"] = max(float((a - b).abs().max()) for a, b in zip(plain, params))
