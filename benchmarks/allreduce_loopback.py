@@ -40,7 +40,7 @@ def rank_main(args):
     dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
     counts = [int(g) for g in args.groups.split(",")]
-    groups = wl.make_sync_groups(dist, max(counts), datetime.timedelta(seconds=120))
+    groups = wl.make_sync_groups(dist, list(range(world)), max(counts), datetime.timedelta(seconds=120))
     elements = int(args.mbytes * 1024 * 1024) // 4
     tensor = torch.ones(elements, dtype=torch.float32)
     for count in counts:
