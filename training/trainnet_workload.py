@@ -48,7 +48,7 @@ EXIT_VERIFY = 3
 # NCCL refuses more than 64 sockets per peer connection (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD).
 NCCL_MAX_SOCKETS = 64
 MAX_SYNC_GROUPS = 64
-SYNC_TOPOLOGIES = ("flat", "site")
+SYNC_TOPOLOGIES = ("flat", "site", "site-ring")
 SITE_NAME_MAX_BYTES = 255
 DEFAULT_PG_TIMEOUT_SEC = 1800
 SIOCGIFADDR = 0x8915
@@ -108,8 +108,9 @@ def build_parser():
     p.add_argument("--sync-groups", type=_positive_int, default=None,
                    help="Gloo process groups each bucket is split over (env TRAINNET_SYNC_GROUPS, default 8; 1 = plain DDP all-reduce)")
     p.add_argument("--sync-topology", choices=SYNC_TOPOLOGIES, default=None,
-                   help="flat: every rank in every chunk's all-reduce; site: sum inside each site first, only one "
-                        "leader per site crosses the WAN (env TRAINNET_SYNC_TOPOLOGY, default flat; needs TRAINNET_SITE)")
+                   help="flat: every rank in every chunk's all-reduce; site: sum inside each site first, one leader per "
+                        "site sends the sum straight to the other sites' leaders; site-ring: the same with a ring "
+                        "between the leaders (env TRAINNET_SYNC_TOPOLOGY, default flat; site* need TRAINNET_SITE)")
     p.add_argument("--no-comm-hook", action="store_true", help="DDP's built-in all-reduce, no hook (all-reduce time is then not measured)")
     p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP bucket size (env TRAINNET_BUCKET_CAP_MB, default 25)")
     p.add_argument("--pg-timeout-sec", type=_positive_int, default=None,
@@ -268,9 +269,9 @@ def resolve_settings(args, env):
     settings["site"] = env.get("TRAINNET_SITE", "").strip()
     if len(settings["site"].encode("utf-8")) > SITE_NAME_MAX_BYTES:
         raise PreflightError("TRAINNET_SITE is longer than %d bytes" % SITE_NAME_MAX_BYTES)
-    if settings["sync_topology"] == "site" and not settings["site"]:
-        raise PreflightError("sync topology 'site' needs TRAINNET_SITE (this node's site name, written by the "
-                             "training_job role from trainnet_site); set it or use TRAINNET_SYNC_TOPOLOGY=flat")
+    if settings["sync_topology"] != "flat" and not settings["site"]:
+        raise PreflightError("sync topology %r needs TRAINNET_SITE (this node's site name, written by the "
+                             "training_job role from trainnet_site); set it or use TRAINNET_SYNC_TOPOLOGY=flat" % settings["sync_topology"])
     cap = args.bucket_cap_mb
     if cap is None:
         raw = env.get("TRAINNET_BUCKET_CAP_MB", "").strip()
@@ -455,17 +456,22 @@ class SyncPlan:
     """Who sums with whom.
 
     flat: chunk_groups span every rank; no site stage.
-    site: the site's ranks sum into their leader (the site's lowest rank) over site_group (None when
-    the node is alone in its site), the leaders all-reduce the chunks over chunk_groups (leaders
-    only; empty elsewhere and when all ranks share one site), the leader broadcasts the sum back."""
+    site, site-ring: the site's ranks sum into their leader (the site's lowest rank) over site_group
+    (None when the node is alone in its site), the leaders combine their sites' sums over
+    chunk_groups (leaders only; empty elsewhere and when all ranks share one site), the leader
+    broadcasts the result back. site: each leader sends its site's sum straight to every other
+    leader and adds what it receives, in leader order (one WAN hop; each site pair's path carries
+    the bucket once each way). site-ring: the leaders all-reduce (Gloo's ring: 2(L-1) dependent
+    hops, 2(L-1)/L of the bucket through each leader's uplink), for many sites behind one uplink."""
 
-    def __init__(self, topology, chunk_groups, groups_setting, site_group=None, leader=None, sites=None):
+    def __init__(self, topology, chunk_groups, groups_setting, site_group=None, leader=None, sites=None, leaders=None):
         self.topology = topology
         self.chunk_groups = chunk_groups
         self.groups_setting = groups_setting
         self.site_group = site_group
         self.leader = leader
         self.sites = sites
+        self.leaders = leaders or []
 
     @property
     def asynchronous(self):
@@ -477,11 +483,37 @@ class SyncPlan:
         import torch.distributed as dist
         if self.site_group is not None:
             dist.reduce(tensor, dst=self.leader, group=self.site_group)
-        if self.chunk_groups:
+        if self.chunk_groups and self.topology == "site":
+            exchange_sum(tensor, self.chunk_groups, self.leaders, dist.get_rank())
+        elif self.chunk_groups:
             chunked_allreduce(tensor, self.chunk_groups).wait()
         if self.site_group is not None:
             dist.broadcast(tensor, src=self.leader, group=self.site_group)
         return tensor
+
+
+def exchange_sum(tensor, groups, leaders, me):
+    """Sum tensor over `leaders` in place by direct exchange: every leader sends its tensor to every
+    other one (chunk c over groups[c], all in flight at once), then adds them up in leader order,
+    so every leader ends with the same bits."""
+    import torch.distributed as dist
+    peers = [leader for leader in leaders if leader != me]
+    received = {peer: tensor.new_empty(tensor.shape) for peer in peers}
+    works = []
+    start = 0
+    for chunk, group in zip(tensor.chunk(len(groups)) if tensor.numel() else (), groups):
+        for peer in peers:
+            works.append(dist.isend(chunk, peer, group=group))
+            works.append(dist.irecv(received[peer].narrow(0, start, chunk.numel()), peer, group=group))
+        start += chunk.numel()
+    for work in works:
+        work.wait()
+    total = None
+    for leader in leaders:
+        part = tensor if leader == me else received[leader]
+        total = part.clone() if total is None else total.add_(part)
+    tensor.copy_(total)
+    return tensor
 
 
 def site_layout(sites):
@@ -524,7 +556,8 @@ def make_sync_plan(dist, settings, timeout):
     chunk_groups = make_sync_groups(dist, leaders, count, timeout) if len(leaders) > 1 else []
     if rank not in leaders:
         chunk_groups = []
-    return SyncPlan("site", chunk_groups, count, site_group=site_group, leader=members[sites[rank]][0], sites=sites)
+    return SyncPlan(settings["sync_topology"], chunk_groups, count, site_group=site_group, leader=members[sites[rank]][0],
+                    sites=sites, leaders=leaders)
 
 
 def wan_allreduce_hook(state, bucket):
@@ -702,8 +735,10 @@ def verify_allreduce(args, settings, torch, dist, log):
     timeout = datetime.timedelta(seconds=settings["pg_timeout_sec"])
     flat = make_sync_plan(dist, dict(settings, sync_topology="flat"), timeout)
     cases = [("default_group", SyncPlan("flat", flat.chunk_groups[:1], 1)), ("sync_groups", flat)]
-    if settings["sync_topology"] == "site":
-        cases.append(("site_groups", make_sync_plan(dist, settings, timeout)))
+    if settings["sync_topology"] != "flat":
+        # Both site variants, whichever is configured: every path the hook can take is checked.
+        cases += [(case, make_sync_plan(dist, dict(settings, sync_topology=topology), timeout))
+                  for case, topology in (("site_ring_groups", "site-ring"), ("site_groups", "site"))]
     sizes = sorted({1, 1000, 65537, args.verify_elements})
     failures = []
     for round_no in range(args.verify_rounds):

@@ -33,14 +33,16 @@ RUNS = {
     "plain_ddp": {"title": "DDP, built-in all-reduce (no hook)", "mode": "train", "args": ["--no-comm-hook"]},
     "flat_hook": {"title": "DDP, WAN hook, flat (every rank in every chunk's ring)", "mode": "train",
                   "args": ["--sync-topology", "flat"]},
-    "site_hook": {"title": "DDP, WAN hook, site topology (one leader per site crosses the WAN)", "mode": "train",
+    "site_ring_hook": {"title": "DDP, WAN hook, site-ring (site sums, ring between the site leaders)", "mode": "train",
+                       "args": ["--sync-topology", "site-ring"]},
+    "site_hook": {"title": "DDP, WAN hook, site (site sums, leaders exchange directly)", "mode": "train",
                   "args": ["--sync-topology", "site"]},
 }
 # Verify cases, as the workload names them, and how the table calls them.
 CASES = {"default_group": "1 group, flat (plain DDP's all-reduce)", "sync_groups": "sync groups, flat",
-         "site_groups": "sync groups, site topology"}
-COLOURS = {"default_group": "#9e9e9e", "sync_groups": "#1f77b4", "site_groups": "#2ca02c",
-           "plain_ddp": "#9e9e9e", "flat_hook": "#1f77b4", "site_hook": "#2ca02c"}
+         "site_ring_groups": "sync groups, site-ring", "site_groups": "sync groups, site"}
+COLOURS = {"default_group": "#9e9e9e", "sync_groups": "#1f77b4", "site_ring_groups": "#ff7f0e", "site_groups": "#2ca02c",
+           "plain_ddp": "#9e9e9e", "flat_hook": "#1f77b4", "site_ring_hook": "#ff7f0e", "site_hook": "#2ca02c"}
 
 
 def verify_cases(events: dict[str, list[dict]]) -> dict[str, dict]:

@@ -55,10 +55,10 @@ def results():
 def test_table_gives_fractions_of_the_link_and_names_stalled_runs():
     lines = allreduce.table(results())
     text = "\n".join(lines)
-    assert "| tuned | default | 11.5 (0.23; 10.0-13.0) | - | 41.5 (0.83; 40.0-43.0) | yes |" in text
-    assert "| untuned | default | - | - | - | stalled (rc 2) |" in text
-    site = [line for line in lines if "site topology" in line and "| tuned |" in line]
-    assert site == ["| tuned | default | DDP, WAN hook, site topology (one leader per site crosses the WAN) | 0 | 2.10 | 1.05 | 31.0 | 0.62 |"]
+    assert "| tuned | default | 11.5 (0.23; 10.0-13.0) | - | - | 41.5 (0.83; 40.0-43.0) | yes |" in text
+    assert "| untuned | default | - | - | - | - | stalled (rc 2) |" in text
+    site = [line for line in lines if "exchange directly" in line and "| tuned |" in line]
+    assert site == ["| tuned | default | DDP, WAN hook, site (site sums, leaders exchange directly) | 0 | 2.10 | 1.05 | 31.0 | 0.62 |"]
     plain = [line for line in lines if "built-in" in line]
     assert plain == ["| tuned | default | DDP, built-in all-reduce (no hook) | 0 | 3.00 | - | - | - |"]
 
@@ -68,8 +68,8 @@ def test_charts_are_valid_svg_with_every_case():
     svg = allreduce.chart(data)
     root = ET.fromstring(svg)
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
-    assert any("tuned, default sync groups, site topology: 41.5 Mbit/s = 0.83 x link" in t for t in titles), titles
+    assert any("tuned, default sync groups, site: 41.5 Mbit/s = 0.83 x link" in t for t in titles), titles
     assert "untuned, default" in svg and "n/a" in svg
     steps = ET.fromstring(allreduce.step_chart(data))
     texts = [t.text for t in steps.iter("{http://www.w3.org/2000/svg}text")]
-    assert "WAN hook, site topology (one leader per site crosses the WAN): 2.10 s" in texts, texts
+    assert "WAN hook, site (site sums, leaders exchange directly): 2.10 s" in texts, texts

@@ -240,11 +240,11 @@ def test_training_across_the_sites_sums_right_on_every_rank(lab, tmp_path, figur
     assert run["verify_ok"] and run["bad_ranks"] == [], run
     checks = [e for evs in events.values() for e in evs if e.get("event") == "verify"]
     assert {(e["rank"], e["case"]) for e in checks if e["ok"]} == {
-        (r, c) for r in range(4) for c in ("default_group", "sync_groups", "site_groups")}, checks
+        (r, c) for r in range(4) for c in ("default_group", "sync_groups", "site_ring_groups", "site_groups")}, checks
     busbw = run["verify_busbw_mbit_s"]
     figure(f"4 ranks in 3 sites, every sum exact; median bus bandwidth {busbw['default_group']:.1f} Mbit/s "
-           f"(1 group), {busbw['sync_groups']:.1f} Mbit/s (sync groups, flat), {busbw['site_groups']:.1f} Mbit/s "
-           f"(sync groups, site topology), 4 MiB; train.yml {seconds:.0f} s",
+           f"(1 group), {busbw['sync_groups']:.1f} (sync groups, flat), {busbw['site_ring_groups']:.1f} (site-ring), "
+           f"{busbw['site_groups']:.1f} (site), 4 MiB; train.yml {seconds:.0f} s",
            "verify_done ok on ranks 0-3", run["verify_ok"])
 
 

@@ -72,7 +72,7 @@ def test_verify_run_sums_right_on_both_ranks(tmp_path):
     done = [e for ev in got.values() for e in ev if e["event"] == "verify_done"]
     assert sorted(e["rank"] for e in done) == [0, 1] and all(e["ok"] for e in done), done
     cases = {(e["rank"], e["case"]) for ev in got.values() for e in ev if e["event"] == "verify" and e["ok"]}
-    assert cases == {(r, c) for r in (0, 1) for c in ("default_group", "sync_groups", "site_groups")}, cases
+    assert cases == {(r, c) for r in (0, 1) for c in ("default_group", "sync_groups", "site_ring_groups", "site_groups")}, cases
 
 
 def test_training_run_writes_checkpoints_with_matching_manifests(tmp_path):

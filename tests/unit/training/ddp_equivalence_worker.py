@@ -2,7 +2,8 @@
 
 Trains the workload's model K steps three times from the same initial weights and batches:
 DDP's built-in all-reduce (no hook), the WAN hook over 8 groups, the WAN hook over 1 group, the
-WAN hook with both ranks in one site (sum into the leader, broadcast back, on the sync thread), and
+WAN hook with both ranks in one site (sum into the leader, broadcast back, on the sync thread), the
+WAN hook with the ranks in two sites (the leaders exchange their sums), and
 as a control a hook that sums without averaging (must differ, or the comparison proves nothing).
 Prints one JSON line with the comparisons."""
 
@@ -24,7 +25,9 @@ def main(workload_path, steps):
     timeout = datetime.timedelta(seconds=60)
     groups = wl.make_sync_groups(dist, list(range(world)), 8, timeout)
     one_site = wl.make_sync_plan(dist, {"sync_topology": "site", "sync_groups": 8, "site": "lan"}, timeout)
-    plans = {"hook8": wl.SyncPlan("flat", groups, 8), "hook1": wl.SyncPlan("flat", groups[:1], 1), "site": one_site}
+    two_sites = wl.make_sync_plan(dist, {"sync_topology": "site", "sync_groups": 8, "site": "s%d" % rank}, timeout)
+    plans = {"hook8": wl.SyncPlan("flat", groups, 8), "hook1": wl.SyncPlan("flat", groups[:1], 1), "site": one_site,
+             "exchange": two_sites}
 
     def sum_hook(_state, bucket):
         return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: fut.value()[0])
@@ -57,7 +60,7 @@ def main(workload_path, steps):
     plain, plain_changed = run("plain")[:2]
     results = {"rank": rank, "world_size": world, "plain_changed": plain_changed,
                "params": sum(p.numel() for p in plain)}
-    for variant in ("hook8", "hook1", "site", "sum"):
+    for variant in ("hook8", "hook1", "site", "exchange", "sum"):
         params, hook_bytes = run(variant)[::2]
         results[variant + "_equal"] = all(torch.equal(a, b) for a, b in zip(plain, params))
         results[variant + "_max_abs_diff"] = max(float((a - b).abs().max()) for a, b in zip(plain, params))

@@ -8,6 +8,8 @@ import os
 import socket
 import sys
 
+import pytest
+
 from .conftest import WORKLOAD, clean_env, finish, free_port, needs_torch, run_ranks, start
 
 pytestmark = needs_torch
@@ -31,19 +33,21 @@ def test_verify_allreduce_is_exact_on_three_ranks():
         assert records[-1] == dict(records[-1], event="verify_done", ok=True, bad_ranks=[])
 
 
-def test_site_topology_sums_exactly_with_sites_of_one_and_two_nodes():
-    # Sites a, b, b, c: b sums into rank 1 over its LAN group, the leaders 0, 1, 3 all-reduce the
-    # chunks, rank 1 broadcasts back to rank 2 (which is in no chunk group).
+@pytest.mark.parametrize("topology", ["site", "site-ring"])
+def test_site_topologies_sum_exactly_with_sites_of_one_and_two_nodes(topology):
+    # Sites a, b, b, c: b sums into rank 1 over its LAN group, the leaders 0, 1, 3 exchange (site) or
+    # all-reduce (site-ring) the chunks, rank 1 broadcasts back to rank 2 (which is in no chunk group).
     sites = {0: "a", 1: "b", 2: "b", 3: "c"}
     results = run_ranks(["--verify-allreduce", "--verify-elements", "300007", "--sync-groups", "4"], world=4,
                         per_rank_env={rank: {"TRAINNET_SITE": site} for rank, site in sites.items()},
-                        TRAINNET_SYNC_TOPOLOGY="site")
+                        TRAINNET_SYNC_TOPOLOGY=topology)
     for rank, (rc, out, err) in enumerate(results):
         assert rc == 0, "rank %d: %s" % (rank, err[-2000:])
         cases = [r for r in json_lines(out) if r["event"] == "verify"]
         assert {(c["case"], c["topology"], c["groups"]) for c in cases} == {
-            ("default_group", "flat", 1), ("sync_groups", "flat", 4), ("site_groups", "site", 4)}
-        assert all(c["ok"] for c in cases) and len(cases) == 12
+            ("default_group", "flat", 1), ("sync_groups", "flat", 4), ("site_ring_groups", "site-ring", 4),
+            ("site_groups", "site", 4)}
+        assert all(c["ok"] for c in cases) and len(cases) == 16
 
 
 def test_site_topology_without_a_site_name_is_refused_before_torch():
@@ -52,7 +56,7 @@ def test_site_topology_without_a_site_name_is_refused_before_torch():
     assert rc == 2 and "needs TRAINNET_SITE" in err, err
     results = run_ranks(["--verify-allreduce"], world=1, TRAINNET_SYNC_TOPOLOGY="ring")
     rc, _out, err = results[0]
-    assert rc == 2 and "TRAINNET_SYNC_TOPOLOGY='ring' is not a sync topology (allowed: flat, site)" in err, err
+    assert rc == 2 and "TRAINNET_SYNC_TOPOLOGY='ring' is not a sync topology (allowed: flat, site, site-ring)" in err, err
 
 
 def test_verify_allreduce_names_the_rank_with_a_wrong_result():
@@ -76,6 +80,7 @@ def test_comm_hook_gives_the_same_parameters_as_plain_ddp():
         assert result["hook8_equal"] and result["hook8_max_abs_diff"] == 0.0, result
         assert result["hook1_equal"], result
         assert result["site_equal"] and result["site_bytes"] == result["hook8_bytes"], result
+        assert result["exchange_equal"] and result["exchange_bytes"] == result["hook8_bytes"], result
         # Every gradient went through the hook: params x 4 bytes x 5 steps.
         assert result["hook8_bytes"] == result["params"] * 4 * 5
         # Control: a hook that sums instead of averaging changes the result, so equality is meaningful.
