@@ -65,10 +65,11 @@ def set_profile(lab, name, inventory_links):
         lab.set_link(a, b, down=False, **settings)
 
 
-def train(phase, profile, kind, args, out_dir):
+def train(phase, profile, kind, args, out_dir, groups=None):
     spec = allreduce.RUNS[kind]
-    run_id = "bench-%s-%s-%s-%s" % (phase, profile, kind.replace("_", "-"), time.strftime("%H%M%S"))
-    workload = spec["args"] + ["--pg-timeout-sec", str(args.pg_timeout), "--sync-groups", str(args.sync_groups)]
+    groups = groups or args.sync_groups
+    run_id = "bench-%s-%s-%s-g%d-%s" % (phase, profile, kind.replace("_", "-"), groups, time.strftime("%H%M%S"))
+    workload = spec["args"] + ["--pg-timeout-sec", str(args.pg_timeout), "--sync-groups", str(groups)]
     if spec["mode"] == "verify":
         workload += ["--verify-rounds", str(args.rounds), "--sync-topology", "site"]
     extra = {"training_job_run_id": run_id, "training_job_results_dir": str(out_dir / "runs"),
@@ -84,7 +85,7 @@ def train(phase, profile, kind, args, out_dir):
     (run_dir / "train-yml.log").write_text(proc.stdout + proc.stderr)
     events = training.run_events(run_dir)
     record = allreduce.run_record(phase, profile, kind, proc.returncode, seconds, events)
-    record["run_id"] = run_id
+    record.update(run_id=run_id, sync_groups=groups, sweep=groups != args.sync_groups or None)
     print("  %-8s %-10s %-10s rc %d %5.0f s %s" % (phase, profile, kind, proc.returncode, seconds, {
         case: round(fig["busbw_mbit_s"], 1) for case, fig in record["cases"].items()} or
         "step %s s" % allreduce._fmt(record["median_step_time_s"], 2)), flush=True)
@@ -96,6 +97,8 @@ def write(results, out_dir):
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
     (out_dir / "allreduce.svg").write_text(allreduce.chart(results))
     (out_dir / "steps.svg").write_text(allreduce.step_chart(results))
+    if any(run.get("sweep") for run in results["runs"]):
+        (out_dir / "groups.svg").write_text(allreduce.sweep_chart(results))
     lines = ["# All-reduce across the ocean lab", "",
              "4 ranks (cn-gpu1; usw-gpu1, usw-gpu2; use-gpu1), torch %s CPU, Gloo on eth0, %d sync groups, "
              "one worker per node (OMP 1 thread), two cores for the whole lab. Command: `%s`." % (
@@ -103,6 +106,8 @@ def write(results, out_dir):
              "Profiles: " + "; ".join("**%s**: %s" % (k, allreduce.PROFILES[k]["title"]) for k in results["profiles"]), ""]
     lines += allreduce.table(results)
     lines += ["", "![all-reduce bus bandwidth](allreduce.svg)", "", "![DDP step time](steps.svg)", ""]
+    if any(run.get("sweep") for run in results["runs"]):
+        lines += allreduce.sweep_table(results) + ["", "![bus bandwidth by sync groups](groups.svg)", ""]
     (out_dir / "results.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
@@ -116,6 +121,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="verify rounds (default 2)")
     ap.add_argument("--steps", type=int, default=8, help="DDP steps per run (default 8)")
     ap.add_argument("--sync-groups", type=int, default=8)
+    ap.add_argument("--sweep-groups", default="",
+                    help="comma-separated group counts: extra verify runs on the tuned phase's first profile")
     ap.add_argument("--pg-timeout", type=int, default=150, help="process-group timeout, s: a stalled run ends here")
     ap.add_argument("--keep-lab", action="store_true", help="use the lab that is up, as deployed (tuned phase only)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "allreduce")
@@ -127,6 +134,12 @@ def main():
            + [k for k in kinds if k not in allreduce.RUNS])
     if bad or not phases or not profiles or not kinds:
         ap.error("unknown or missing phase/profile/run: %s" % (", ".join(bad) or "none given"))
+    try:
+        sweep = [int(g) for g in args.sweep_groups.split(",") if g]
+    except ValueError:
+        ap.error("--sweep-groups takes comma-separated integers")
+    if any(not 1 <= g <= 64 for g in sweep):
+        ap.error("--sweep-groups: each count must be 1..64")
     if args.keep_lab and phases != ["tuned"]:
         ap.error("--keep-lab measures the lab as deployed: use it with --phases tuned")
     up = (Path("/run/trainnet-lab") / LAB / "state.json").exists()
@@ -158,6 +171,10 @@ def main():
                 for kind in kinds:
                     results["runs"].append(train(phase, profile, kind, args, args.out))
                     write(results, args.out)
+                if phase == "tuned" and profile == profiles[0]:
+                    for groups in sweep:
+                        results["runs"].append(train(phase, profile, "verify", args, args.out, groups=groups))
+                        write(results, args.out)
             set_profile(lab, "default", inventory_links)
         return 0
     finally:

@@ -90,7 +90,7 @@ def table(results: dict) -> list[str]:
              "| phase | profile | " + " | ".join(CASES.values()) + " | sums exact |",
              "| --- | --- | " + " | ".join("---" for _ in CASES) + " | --- |"]
     for run in results["runs"]:
-        if run["run"] != "verify":
+        if run["run"] != "verify" or run.get("sweep"):
             continue
         cells = []
         for case in CASES:
@@ -119,7 +119,7 @@ def chart(results: dict) -> str:
     link = results["bottleneck_mbit"]
     groups = []
     for run in results["runs"]:
-        if run["run"] != "verify":
+        if run["run"] != "verify" or run.get("sweep"):
             continue
         bars = []
         for case, title in CASES.items():
@@ -146,4 +146,49 @@ def step_chart(results: dict) -> str:
                                               "text": "" if value is None else "%.2f s" % value})
     return svg_chart.bar_chart("DDP median step time (lower is better), 4 ranks in 3 sites",
                                [{"label": k, "bars": v} for k, v in groups.items()], label_width=170,
+                               bar_width=300, value_width=420, bar_height=18) + "\n"
+
+
+def _sweep_runs(results: dict) -> list[dict]:
+    """The verify runs of one (phase, profile) by sync-group count: the sweep and the main run."""
+    sweep = [run for run in results["runs"] if run["run"] == "verify" and run.get("sweep")]
+    if not sweep:
+        return []
+    key = (sweep[0]["phase"], sweep[0]["profile"])
+    same = [run for run in results["runs"] if run["run"] == "verify" and (run["phase"], run["profile"]) == key]
+    return sorted(same, key=lambda run: run.get("sync_groups") or 0)
+
+
+def sweep_table(results: dict) -> list[str]:
+    """Markdown: bus bandwidth of each case by number of sync groups."""
+    runs = _sweep_runs(results)
+    if not runs:
+        return []
+    link = results["bottleneck_mbit"]
+    cases = [case for case in CASES if case != "default_group"]
+    lines = ["### Sync groups (%s, %s): bus bandwidth, Mbit/s (fraction of the link)" % (runs[0]["phase"], runs[0]["profile"]), "",
+             "| sync groups | " + " | ".join(CASES[c] for c in cases) + " |", "| --- | " + " | ".join("---" for _ in cases) + " |"]
+    for run in runs:
+        cells = []
+        for case in cases:
+            fig = run["cases"].get(case)
+            cells.append("-" if not fig else "%s (%s)" % (_fmt(fig["busbw_mbit_s"]), _frac(fig["busbw_mbit_s"], link)))
+        lines.append("| %s | %s |" % (run.get("sync_groups"), " | ".join(cells)))
+    return lines
+
+
+def sweep_chart(results: dict) -> str:
+    """Bars: bus bandwidth per case, grouped by number of sync groups."""
+    link = results["bottleneck_mbit"]
+    groups = []
+    for run in _sweep_runs(results):
+        bars = []
+        for case in (c for c in CASES if c != "default_group"):
+            fig = run["cases"].get(case)
+            value = fig["busbw_mbit_s"] if fig else None
+            bars.append({"name": CASES[case], "value": value, "colour": COLOURS[case],
+                         "text": "" if value is None else "%.1f Mbit/s = %.2f x link" % (value, value / link)})
+        groups.append({"label": "%s sync groups" % run.get("sync_groups"), "bars": bars})
+    return svg_chart.bar_chart("All-reduce bus bandwidth by number of sync groups, %s MiB (bottleneck link %g Mbit/s)"
+                               % (_fmt(results.get("tensor_mib"), 0), link), groups, label_width=170,
                                bar_width=300, value_width=420, bar_height=18) + "\n"

@@ -73,3 +73,21 @@ def test_charts_are_valid_svg_with_every_case():
     steps = ET.fromstring(allreduce.step_chart(data))
     texts = [t.text for t in steps.iter("{http://www.w3.org/2000/svg}text")]
     assert "WAN hook, site (site sums, leaders exchange directly): 2.10 s" in texts, texts
+
+
+def test_group_sweep_table_and_chart_order_runs_by_group_count():
+    data = results()
+    for groups, bw in ((1, 20.0), (16, 44.0)):
+        run = allreduce.run_record("tuned", "default", "verify", 0, 60.0, {
+            "h%d" % r: [verify(r, "site_groups", 4096, bw, groups=groups), done(r)] for r in range(4)})
+        data["runs"].append(dict(run, sync_groups=groups, sweep=True))
+    data["runs"][0]["sync_groups"] = 8
+    lines = allreduce.sweep_table(data)
+    rows = [line for line in lines if line.startswith("| 1") or line.startswith("| 8") or line.startswith("| 16")]
+    assert rows == ["| 1 | - | - | 20.0 (0.40) |", "| 8 | - | - | 41.5 (0.83) |", "| 16 | - | - | 44.0 (0.88) |"]
+    # The main table keeps one row per (phase, profile): sweep runs stay out of it.
+    assert sum(1 for line in allreduce.table(data) if line.startswith("| tuned | default | 11.5")) == 1
+    root = ET.fromstring(allreduce.sweep_chart(data))
+    labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text and t.text.endswith("sync groups")]
+    assert labels == ["1 sync groups", "8 sync groups", "16 sync groups"]
+    assert allreduce.sweep_table(results()) == []
