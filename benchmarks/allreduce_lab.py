@@ -84,8 +84,11 @@ def train(phase, profile, kind, args, out_dir, groups=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "train-yml.log").write_text(proc.stdout + proc.stderr)
     events = training.run_events(run_dir)
-    record = allreduce.run_record(phase, profile, kind, proc.returncode, seconds, events)
-    record.update(run_id=run_id, sync_groups=groups, sweep=groups != args.sync_groups or None)
+    record = allreduce.run_record(phase, profile, kind, proc.returncode, seconds, events,
+                                  elements=args.tensor_mib * 262144 if spec["mode"] == "verify" else None)
+    record.update(run_id=run_id, sync_groups=groups, sweep=groups != args.sync_groups or None,
+                  tensor_mib=args.tensor_mib if spec["mode"] == "verify" else None,
+                  steps=args.steps if spec["mode"] == "train" else None)
     print("  %-8s %-10s %-10s rc %d %5.0f s %s" % (phase, profile, kind, proc.returncode, seconds, {
         case: round(fig["busbw_mbit_s"], 1) for case, fig in record["cases"].items()} or
         "step %s s" % allreduce._fmt(record["median_step_time_s"], 2)), flush=True)
@@ -112,6 +115,18 @@ def write(results, out_dir):
     print("\n".join(lines))
 
 
+def report_only(out_dir):
+    """Recompute every run's figures from its logs under out_dir/runs (after a change to the analysis)."""
+    results = json.loads((out_dir / "results.json").read_text())
+    for index, run in enumerate(results["runs"]):
+        events = training.run_events(out_dir / "runs" / run["run_id"])
+        elements = run["tensor_mib"] * 262144 if run.get("tensor_mib") else None
+        fresh = allreduce.run_record(run["phase"], run["profile"], run["run"], run["rc"], run["seconds"], events, elements=elements)
+        results["runs"][index] = dict(run, **fresh)
+    write(results, out_dir)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--phases", default="untuned,tuned", help="comma-separated, in order: untuned, tuned")
@@ -126,6 +141,10 @@ def main():
     ap.add_argument("--pg-timeout", type=int, default=150, help="process-group timeout, s: a stalled run ends here")
     ap.add_argument("--keep-lab", action="store_true", help="use the lab that is up, as deployed (tuned phase only)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "allreduce")
+    ap.add_argument("--report-only", action="store_true",
+                    help="no lab: re-read --out/results.json and each run's logs, rewrite the table and charts")
+    ap.add_argument("--append", action="store_true",
+                    help="add this invocation's runs to --out/results.json (e.g. another phase, tensor size or profile)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
     profiles = [p for p in args.profiles.split(",") if p]
@@ -142,6 +161,8 @@ def main():
         ap.error("--sweep-groups: each count must be 1..64")
     if args.keep_lab and phases != ["tuned"]:
         ap.error("--keep-lab measures the lab as deployed: use it with --phases tuned")
+    if args.report_only:
+        return report_only(args.out)
     up = (Path("/run/trainnet-lab") / LAB / "state.json").exists()
     if up and not args.keep_lab:
         print("lab %s is already up: take it down first, or pass --keep-lab --phases tuned" % LAB, file=sys.stderr)
@@ -153,6 +174,12 @@ def main():
                "kernel": platform.release(), "torch": torch_version or "?", "sync_groups": args.sync_groups,
                "steps": args.steps, "tensor_mib": args.tensor_mib, "rounds": args.rounds, "profiles": profiles,
                "bottleneck_mbit": None, "deploy_s": {}, "runs": [], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if args.append and (args.out / "results.json").exists():
+        earlier = json.loads((args.out / "results.json").read_text())
+        results["runs"] = earlier["runs"]
+        results["deploy_s"] = earlier.get("deploy_s", {})
+        results["command"] = "; ".join([earlier["command"], results["command"]])
+        results["profiles"] = list(dict.fromkeys(earlier["profiles"] + profiles))
     try:
         for phase in phases:
             if not args.keep_lab:

@@ -532,7 +532,7 @@ def gather_sites(dist, site):
     mine[0] = len(raw)
     if raw:
         mine[1:1 + len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
-    everyone = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    everyone = [torch.zeros_like(mine) for rank in range(dist.get_world_size())]
     dist.all_gather(everyone, mine)
     return [bytes(t[1:1 + int(t[0])].tolist()).decode("utf-8") for t in everyone]
 

@@ -45,15 +45,16 @@ COLOURS = {"default_group": "#9e9e9e", "sync_groups": "#1f77b4", "site_ring_grou
            "plain_ddp": "#9e9e9e", "flat_hook": "#1f77b4", "site_ring_hook": "#ff7f0e", "site_hook": "#2ca02c"}
 
 
-def verify_cases(events: dict[str, list[dict]]) -> dict[str, dict]:
-    """{case: figures of the largest tensor}: bus bandwidth (median, min, max over ranks and rounds),
-    seconds (median), groups, bytes, and whether every sum was exact."""
+def verify_cases(events: dict[str, list[dict]], elements: int | None = None) -> dict[str, dict]:
+    """{case: figures of the tensor of `elements` (default: the largest logged)}: bus bandwidth
+    (median, min, max over ranks and rounds), seconds (median), groups, bytes, and whether every
+    sum was exact. A run that stalled before that tensor has no figures: {}."""
     flat = [e for evs in events.values() for e in evs if e.get("event") == "verify"]
     if not flat:
         return {}
-    largest = max(e["elements"] for e in flat)
+    largest = elements or max(e["elements"] for e in flat)
     out = {}
-    for case in sorted({e["case"] for e in flat}):
+    for case in sorted({e["case"] for e in flat if e["elements"] == largest}):
         rows = [e for e in flat if e["case"] == case and e["elements"] == largest]
         bws = [e["busbw_mbit_s"] for e in rows]
         out[case] = {"busbw_mbit_s": statistics.median(bws), "busbw_min": min(bws), "busbw_max": max(bws),
@@ -63,15 +64,20 @@ def verify_cases(events: dict[str, list[dict]]) -> dict[str, dict]:
 
 
 def run_record(phase: str, profile: str, kind: str, rc: int, seconds: float,
-               events: dict[str, list[dict]]) -> dict:
-    """One train.yml run, reduced to what the table and charts need (the events stay on disk)."""
+               events: dict[str, list[dict]], elements: int | None = None) -> dict:
+    """One train.yml run, reduced to what the table and charts need (the events stay on disk).
+    elements: the verify tensor asked for (figures of smaller ones measure latency, not bandwidth)."""
     summary = training.summarize(events) if events else {}
     return {"phase": phase, "profile": profile, "run": kind, "rc": rc, "seconds": round(seconds, 1),
             "ranks": summary.get("ranks", []), "hosts": summary.get("hosts", []),
-            "verify_ok": summary.get("verify_ok"), "cases": verify_cases(events),
+            "verify_ok": summary.get("verify_ok"), "cases": verify_cases(events, elements),
             "steps": summary.get("steps", 0), "median_step_time_s": summary.get("median_step_time_s"),
             "median_allreduce_time_s": summary.get("median_allreduce_time_s"),
             "median_busbw_mbit_s": summary.get("median_busbw_mbit_s")}
+
+
+def _tensor(results, run):
+    return run.get("tensor_mib") or results.get("tensor_mib")
 
 
 def _fmt(value, digits=1, unit=""):
@@ -85,10 +91,10 @@ def _frac(value, link):
 def table(results: dict) -> list[str]:
     """Markdown: one row per (phase, profile) for the collective, one for the DDP steps."""
     link = results["bottleneck_mbit"]
-    lines = ["### All-reduce of %s MiB (verify mode): bus bandwidth, Mbit/s (fraction of the %g Mbit/s bottleneck)"
-             % (_fmt(results.get("tensor_mib"), 0), link), "",
-             "| phase | profile | " + " | ".join(CASES.values()) + " | sums exact |",
-             "| --- | --- | " + " | ".join("---" for _ in CASES) + " | --- |"]
+    lines = ["### All-reduce (verify mode): bus bandwidth, Mbit/s (fraction of the %g Mbit/s bottleneck; min-max over ranks and rounds)"
+             % link, "",
+             "| phase | profile | tensor | " + " | ".join(CASES.values()) + " | sums exact |",
+             "| --- | --- | --- | " + " | ".join(["---"] * len(CASES)) + " | --- |"]
     for run in results["runs"]:
         if run["run"] != "verify" or run.get("sweep"):
             continue
@@ -97,9 +103,14 @@ def table(results: dict) -> list[str]:
             fig = run["cases"].get(case)
             cells.append("-" if not fig else "%s (%s; %s-%s)" % (
                 _fmt(fig["busbw_mbit_s"]), _frac(fig["busbw_mbit_s"], link), _fmt(fig["busbw_min"]), _fmt(fig["busbw_max"])))
-        exact = "stalled (rc %d)" % run["rc"] if run["rc"] != 0 and not run["cases"] else (
-            "yes" if run["verify_ok"] else "NO (rc %d)" % run["rc"])
-        lines.append("| %s | %s | %s | %s |" % (run["phase"], run["profile"], " | ".join(cells), exact))
+        if any(not fig["ok"] for fig in run["cases"].values()):
+            exact = "NO (rc %d)" % run["rc"]
+        elif run["rc"] != 0:
+            exact = "did not finish (rc %d)" % run["rc"]
+        else:
+            exact = "yes" if run["verify_ok"] else "NO"
+        lines.append("| %s | %s | %s MiB | %s | %s |" % (run["phase"], run["profile"], _fmt(_tensor(results, run), 0),
+                                                         " | ".join(cells), exact))
     lines += ["", "### DDP training steps (%s steps, the first left out): median step time, s; all-reduce bus "
               "bandwidth from the hook's span, Mbit/s" % results.get("steps", "?"), "",
               "| phase | profile | run | rc | median step, s | all-reduce span, s | bus bandwidth | fraction of link |",
@@ -127,9 +138,9 @@ def chart(results: dict) -> str:
             value = fig["busbw_mbit_s"] if fig else None
             bars.append({"name": title, "value": value, "colour": COLOURS[case],
                          "text": "" if value is None else "%.1f Mbit/s = %.2f x link" % (value, value / link)})
-        groups.append({"label": "%s, %s" % (run["phase"], run["profile"]), "bars": bars})
-    return svg_chart.bar_chart("All-reduce bus bandwidth, %s MiB, 4 ranks in 3 sites (bottleneck link %g Mbit/s)"
-                               % (_fmt(results.get("tensor_mib"), 0), link), groups, label_width=170,
+        groups.append({"label": "%s, %s, %s MiB" % (run["phase"], run["profile"], _fmt(_tensor(results, run), 0)), "bars": bars})
+    return svg_chart.bar_chart("All-reduce bus bandwidth, 4 ranks in 3 sites (bottleneck link %g Mbit/s)"
+                               % link, groups, label_width=200,
                                bar_width=300, value_width=420, bar_height=18) + "\n"
 
 
@@ -167,7 +178,7 @@ def sweep_table(results: dict) -> list[str]:
     link = results["bottleneck_mbit"]
     cases = [case for case in CASES if case != "default_group"]
     lines = ["### Sync groups (%s, %s): bus bandwidth, Mbit/s (fraction of the link)" % (runs[0]["phase"], runs[0]["profile"]), "",
-             "| sync groups | " + " | ".join(CASES[c] for c in cases) + " |", "| --- | " + " | ".join("---" for _ in cases) + " |"]
+             "| sync groups | " + " | ".join(CASES[c] for c in cases) + " |", "| --- | " + " | ".join(["---"] * len(cases)) + " |"]
     for run in runs:
         cells = []
         for case in cases:

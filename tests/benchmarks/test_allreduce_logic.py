@@ -32,6 +32,8 @@ def test_verify_cases_use_the_largest_tensor_only():
     assert cases["site_groups"]["busbw_mbit_s"] == 41.5 and cases["site_groups"]["groups"] == 8
     assert not allreduce.verify_cases(verify_events(ok=False))["site_groups"]["ok"]
     assert allreduce.verify_cases({}) == {}
+    # A run that stalled before the tensor asked for has no figures (not the small tensors' ones).
+    assert allreduce.verify_cases(verify_events(), elements=8192) == {}
 
 
 def step(rank, n, t, busbw):
@@ -43,7 +45,7 @@ def step(rank, n, t, busbw):
 
 def results():
     runs = [allreduce.run_record("tuned", "default", "verify", 0, 60.0, verify_events()),
-            allreduce.run_record("untuned", "default", "verify", 2, 200.0, {}),
+            dict(allreduce.run_record("untuned", "default", "verify", 2, 200.0, {}), tensor_mib=2),
             allreduce.run_record("tuned", "default", "site_hook", 0, 70.0,
                                  {"h%d" % r: [step(r, 1, 9.0, 1.0), step(r, 2, 2.0, 30.0), step(r, 3, 2.2, 32.0)]
                                   for r in range(4)}),
@@ -55,8 +57,8 @@ def results():
 def test_table_gives_fractions_of_the_link_and_names_stalled_runs():
     lines = allreduce.table(results())
     text = "\n".join(lines)
-    assert "| tuned | default | 11.5 (0.23; 10.0-13.0) | - | - | 41.5 (0.83; 40.0-43.0) | yes |" in text
-    assert "| untuned | default | - | - | - | - | stalled (rc 2) |" in text
+    assert "| tuned | default | 16 MiB | 11.5 (0.23; 10.0-13.0) | - | - | 41.5 (0.83; 40.0-43.0) | yes |" in text
+    assert "| untuned | default | 2 MiB | - | - | - | - | did not finish (rc 2) |" in text
     site = [line for line in lines if "exchange directly" in line and "| tuned |" in line]
     assert site == ["| tuned | default | DDP, WAN hook, site (site sums, leaders exchange directly) | 0 | 2.10 | 1.05 | 31.0 | 0.62 |"]
     plain = [line for line in lines if "built-in" in line]
@@ -68,8 +70,8 @@ def test_charts_are_valid_svg_with_every_case():
     svg = allreduce.chart(data)
     root = ET.fromstring(svg)
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
-    assert any("tuned, default sync groups, site: 41.5 Mbit/s = 0.83 x link" in t for t in titles), titles
-    assert "untuned, default" in svg and "n/a" in svg
+    assert any("tuned, default, 16 MiB sync groups, site: 41.5 Mbit/s = 0.83 x link" in t for t in titles), titles
+    assert "untuned, default, 2 MiB" in svg and "n/a" in svg
     steps = ET.fromstring(allreduce.step_chart(data))
     texts = [t.text for t in steps.iter("{http://www.w3.org/2000/svg}text")]
     assert "WAN hook, site (site sums, leaders exchange directly): 2.10 s" in texts, texts
@@ -86,7 +88,7 @@ def test_group_sweep_table_and_chart_order_runs_by_group_count():
     rows = [line for line in lines if line.startswith("| 1") or line.startswith("| 8") or line.startswith("| 16")]
     assert rows == ["| 1 | - | - | 20.0 (0.40) |", "| 8 | - | - | 41.5 (0.83) |", "| 16 | - | - | 44.0 (0.88) |"]
     # The main table keeps one row per (phase, profile): sweep runs stay out of it.
-    assert sum(1 for line in allreduce.table(data) if line.startswith("| tuned | default | 11.5")) == 1
+    assert sum(1 for line in allreduce.table(data) if line.startswith("| tuned | default | 16 MiB | 11.5")) == 1
     root = ET.fromstring(allreduce.sweep_chart(data))
     labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text and t.text.endswith("sync groups")]
     assert labels == ["1 sync groups", "8 sync groups", "16 sync groups"]
