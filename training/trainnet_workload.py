@@ -17,10 +17,10 @@ communication hook that splits each gradient bucket into N chunks all-reduced at
 over N Gloo process groups, i.e. N sets of TCP connections. On a long fat lossy path one
 dependent chain of transfers leaves the link half empty; several in flight fill it (issue 13:
 21-27 Mbit/s with one group, 32-39 with eight, on 50 Mbit/s at 150 ms).
---sync-topology site (env TRAINNET_SYNC_TOPOLOGY, with TRAINNET_SITE naming each node's site):
-the bucket is first summed inside each site (LAN), the N chunks cross the WAN between one leader
-per site only, and each leader hands the sum back to its site: the ocean carries one copy per
-site instead of one per node. flat: every rank in every chunk's ring.
+--sync-topology (env TRAINNET_SYNC_TOPOLOGY, with TRAINNET_SITE naming each node's site): site
+sums the bucket inside each site (LAN), each site's leader sends that sum straight to the other
+leaders (the N chunks in flight at once, one WAN hop) and hands the total back to its site;
+site-ring puts a ring between the leaders instead; flat keeps every rank in every chunk's ring.
 
 Touches: TCP sockets on the Gloo interface, --log-file, checkpoints and manifests under
 --checkpoint-dir (checkpoint writers only). Exit codes: 0 ok, 2 preflight refused, 3 verify mismatch.
