@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -168,8 +169,10 @@ def main():
         print("lab %s is already up: take it down first, or pass --keep-lab --phases tuned" % LAB, file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    torch_version = sh([sys.executable, "-c", "import sys; sys.path.insert(0, '/opt/trainnet-torch'); "
-                        "import torch; print(torch.__version__)"], 120, check=False).stdout.strip()
+    # The torch tree the lab mounts into its containers (scripts/bootstrap.sh), as the jobs import it.
+    torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                                   text=True, timeout=120, check=False, cwd=ROOT,
+                                   env=dict(os.environ, PYTHONPATH="/opt/trainnet-torch")).stdout.strip()
     results = {"command": " ".join(["python", "benchmarks/allreduce_lab.py", *sys.argv[1:]]),
                "kernel": platform.release(), "torch": torch_version or "?", "sync_groups": args.sync_groups,
                "steps": args.steps, "tensor_mib": args.tensor_mib, "rounds": args.rounds, "profiles": profiles,
