@@ -334,8 +334,10 @@ def plan_link(mtu_before, qdisc_before, want_mtu=None, want_qdisc=None, qdisc_av
     still armed rollback for this interface would restore: a new rollback keeps that target
     (the last confirmed MTU) instead of the current, unconfirmed one, and without a new one the
     pending timer is reported (``rollback`` = ROLLBACK_PENDING) so the caller confirms or
-    disarms it. ``verify_peers`` is a list of ``{"peer", "address", "ipv6"}``: each gets DF
-    probes at the new MTU whenever the MTU changes or a pending timer awaits confirmation.
+    disarms it. ``verify_peers`` is a list of ``{"peer", "address", "ipv6"[, "route_mtu"]}``:
+    each gets DF probes at the new MTU whenever the MTU changes or a pending timer awaits
+    confirmation; at ``route_mtu`` instead where the route to that peer carries a smaller MTU
+    (a per-destination path MTU, module path_routes): packets to it are never larger.
 
     Returns a dict with the plan (``mtu``, ``qdisc``, ``rollback`` statuses), the predicted
     values (``mtu_after``, ``qdisc_after``), ``rollback_mtu`` (what an armed or pending
@@ -374,7 +376,8 @@ def plan_link(mtu_before, qdisc_before, want_mtu=None, want_qdisc=None, qdisc_av
     verify = []
     if want_mtu is not None and (mtu_status == STATUS_CHANGED or rollback == ROLLBACK_PENDING):
         for peer in verify_peers or []:
-            verify.append(dict(peer, payload=icmp_payload(mtu_after, peer.get("ipv6", False))))
+            size = min(mtu_after, peer.get("route_mtu") or mtu_after)
+            verify.append(dict(peer, payload=icmp_payload(size, peer.get("ipv6", False))))
 
     return {
         "mtu": mtu_status,
@@ -470,6 +473,8 @@ def parse_pending_rollback_mtu(show_output, name):
 # --- DF probes on the data path ---------------------------------------------------------------
 
 PROBE_COUNT = 3
+# The ping payload that proves a peer answers at all (ping's default size).
+SMALL_PAYLOAD = 56
 
 PROBE_OK = "ok"
 PROBE_TOO_BIG = "too_big"
@@ -493,6 +498,19 @@ def reported_path_mtu(output):
     """The MTU named by 'Frag needed and DF set (mtu = 1400)' or 'message too long, mtu=1400'."""
     match = _PMTU.search(output or "")
     return int(match.group(1)) if match else None
+
+
+def parse_route_get_mtu(text):
+    """The route MTU (``mtu`` metric) in ``ip -j route get ADDR`` output, else None."""
+    try:
+        data = json.loads(text or "[]")
+    except ValueError:
+        return None
+    for entry in data if isinstance(data, list) else []:
+        for metrics in entry.get("metrics") or [] if isinstance(entry, dict) else []:
+            if isinstance(metrics, dict) and isinstance(metrics.get("mtu"), int):
+                return metrics["mtu"]
+    return None
 
 
 def judge_probe(small_rc, big_rc, big_output=""):

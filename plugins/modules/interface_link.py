@@ -51,6 +51,9 @@ description:
     (C(ping -M do -s <MTU - 28>), C(MTU - 48) for IPv6). A peer that answers small pings but
     not full-size ones proves the path does not carry the MTU; the MTU is put back, a timer
     with nothing left to restore is disarmed, and the task fails naming the peer and the size.
+    Where the route to a peer carries a smaller MTU (C(ip route get), for example one set by
+    M(longhaul.trainnet.path_routes) for a path below the interface MTU), that peer is probed
+    at the route's MTU: no packet to it is larger.
     A peer that answers no ping at all, or does not resolve, is reported with a warning.
 author:
   - longhaul.trainnet maintainers (@longhaul)
@@ -344,6 +347,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.interface_link i
     ROLLBACK_ARM,
     ROLLBACK_PENDING,
     ROLLBACK_UNAVAILABLE,
+    SMALL_PAYLOAD,
     STATUS_CHANGED,
     STATUS_UNAVAILABLE,
     build_diff,
@@ -353,6 +357,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.interface_link i
     parse_mtu,
     parse_pending_rollback_mtu,
     parse_qdisc_tree,
+    parse_route_get_mtu,
     plan_link,
     ping_argv,
     probe_failure_message,
@@ -379,7 +384,6 @@ NAMED_NETNS_DIR = "/run/netns"
 LIMIT_LINK = 30
 LIMIT_SYSTEMD = 60
 LIMIT_PING = 15
-SMALL_PAYLOAD = 56
 
 
 def _ns_identity(path):
@@ -515,8 +519,12 @@ class InterfaceLink(object):
                                  "verified towards it" % peer)
                 continue
             family, _type, _proto, _name, sockaddr = infos[0]
-            resolved.append({"peer": peer, "address": sockaddr[0],
-                             "ipv6": family == socket.AF_INET6})
+            ipv6 = family == socket.AF_INET6
+            # A route to the peer may carry a smaller path MTU (path_routes): probe at that.
+            rc, out, _err = self.run([self.ip, "-6" if ipv6 else "-4", "-j", "route", "get",
+                                      sockaddr[0]])
+            resolved.append({"peer": peer, "address": sockaddr[0], "ipv6": ipv6,
+                             "route_mtu": parse_route_get_mtu(out) if rc == 0 else None})
         return resolved
 
     # -- acting -----------------------------------------------------------------------------
