@@ -404,3 +404,48 @@ def test_control_plane_failover_and_takeover(lab, tmp_path, figure):
     assert takeover["master_route"] == "wg-use-anchor", takeover
     assert takeover["outage_ms"] is not None and takeover["outage_ms"] <= 5000, takeover
     assert takeover["back_on_primary_ms"] is not None, takeover
+
+
+def measure(tmp_path, name, pairs, duration):
+    """measure.yml over the given (source, peer) pairs; the results.json it wrote, and its path."""
+    out = tmp_path / name
+    extra = {"measure_pairs": [{"source": s, "peer": p} for s, p in pairs], "measure_duration": duration,
+             "measure_results_dir": str(out), "measure_fail_on_failed_pairs": False}
+    proc = run(["ansible-playbook", "-i", "inventories/lab", "playbooks/measure.yml", "-e", json.dumps(extra)], 600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    path = next(out.glob("measure-*/results.json"))
+    return {(r["source"], r["peer"]): r for r in json.loads(path.read_text())["pairs"]}, path
+
+
+def test_a_path_below_the_interface_mtu_gets_a_route_of_its_own(lab, tmp_path, figure):
+    """Issue 12, per-destination path MTU. cn-home<->us-east becomes a 1280-byte path that black-holes
+    ICMP (50 Mbit/s, 150 ms RTT, no random loss) while the tuned hosts keep their 1400-byte interface:
+    measure.yml finds the path MTU (and the stall); tune.yml, given that results.json, gives cn-gpu1's
+    route to us-east that MTU (advmss 1240 makes use-gpu1 send segments that fit as well); measure.yml
+    then shows >= 0.85 of the link rate both ways. 20 s runs: BBR's start-up at 150 ms is a second of
+    the 10 s default. The link and the routes are put back afterwards (tune.yml without the results)."""
+    pairs = [("cn-gpu1", "use-gpu1"), ("use-gpu1", "cn-gpu1")]
+    rate = 50
+    tune = ["ansible-playbook", "-i", "inventories/lab", "playbooks/tune.yml", "-e",
+            "trainnet_data_plane_hosts=cn-gpu1:use-gpu1"]
+    lab.set_link("cn-home", "us-east", mtu=1280, icmp_blackhole=True, delay_ms=75, loss=0.0, rate_mbit=rate)
+    try:
+        before, results = measure(tmp_path, "before", pairs[:1], 10)
+        found = before[pairs[0]]["result"]
+        assert found.get("path_mtu_bytes") == 1280, found
+        tuned = run(tune + ["-e", f"data_plane_path_mtu_results={results}"], 900)
+        assert tuned.returncode == 0, (tuned.stdout + tuned.stderr)[-3000:]
+        route = on(lab, "cn-gpu1", "ip route show 198.18.3.0/24 proto 250").stdout
+        assert "mtu 1280 advmss 1240" in route, route
+        after, _ = measure(tmp_path, "after", pairs, 20)
+    finally:
+        lab.reset_link("cn-home", "us-east")
+        restored = run(tune, 900)
+    speeds = {pair: after[pair]["result"].get("throughput_mbps") or 0 for pair in pairs}
+    figure(f"1280-byte black-holed path, {rate} Mbit/s, 150 ms: before {found.get('throughput_mbps')} Mbit/s "
+           f"(interface 1400); with the measured route {', '.join(f'{s}->{p} {v}' for (s, p), v in speeds.items())} "
+           f"Mbit/s", f">= {0.85 * rate:g} Mbit/s (0.85 of the link) both ways",
+           all(v >= 0.85 * rate for v in speeds.values()))
+    assert all(v >= 0.85 * rate for v in speeds.values()), {p: after[p]["result"] for p in pairs}
+    assert restored.returncode == 0, (restored.stdout + restored.stderr)[-3000:]
+    assert "mtu 1400 advmss 1360" in on(lab, "cn-gpu1", "ip route show 198.18.3.0/24 proto 250").stdout

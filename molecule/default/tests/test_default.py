@@ -102,6 +102,19 @@ def test_full_size_packet_crosses_new_mtu(host):
     assert too_big.rc != 0
 
 
+def test_path_route_carries_the_smaller_path_mtu(host):
+    route = host.run("ip route show 198.51.100.0/24 proto 250").stdout
+    assert "via 192.0.2.2 dev sync0" in route and "mtu 1280 advmss 1240" in route, route
+    unit = host.file("/etc/systemd/system/trainnet-data-plane-link.service").content_string
+    assert ("ip route replace 198.51.100.0/24 via 192.0.2.2 dev sync0 proto 250 mtu 1280 advmss 1240"
+            in unit), unit
+    # Packets to that site are sized for its path, those to the peer's own LAN for the interface.
+    assert host.run("ping -c 1 -W 2 -M do -s 1252 198.51.100.2").rc == 0
+    too_big = host.run("ping -c 1 -W 2 -M do -s 1253 198.51.100.2")
+    assert too_big.rc != 0 and "mtu=1280" in too_big.stdout + too_big.stderr
+    assert host.run("ping -c 1 -W 2 -M do -s 1372 192.0.2.2").rc == 0
+
+
 def test_mss_clamp_table_loaded(host):
     ruleset = host.run("nft list table inet trainnet_data_plane")
     assert ruleset.rc == 0
@@ -218,7 +231,11 @@ def test_drift_shown_exactly_then_remediated(host):
     then repairs with remediate.yml (whose comparison runs the role in task-level check mode)."""
     host.run_expect([0], "sysctl -w net.ipv4.tcp_slow_start_after_idle=1 net.ipv4.tcp_fastopen=1")
     host.run_expect([0], "ip link set dev sync0 mtu 1500")
+    host.run_expect([0], "ip route replace 198.51.100.0/24 via 192.0.2.2 dev sync0 proto 250 mtu 1400 initcwnd 20")
     diff = run_playbook(host, "site.yml", "--check", "--diff")
+    route_diff = diff.split("--- before: routes of protocol 250 (before)", 1)[1].split("\n\n", 1)[0]
+    assert "-198.51.100.0/24 via 192.0.2.2 dev sync0 mtu 1400 advmss - also initcwnd" in route_diff, route_diff
+    assert "+198.51.100.0/24 via 192.0.2.2 dev sync0 mtu 1280 advmss 1240" in route_diff, route_diff
     interface_diff = diff.split("--- before: interface sync0 (before)", 1)[1].split("\n\n", 1)[0]
     assert "-mtu: 1500" in interface_diff and "+mtu: 1400" in interface_diff, interface_diff
     live_diff = diff.split("--- before: live values", 1)[1].split("\n\n", 1)[0]
@@ -233,10 +250,12 @@ def test_drift_shown_exactly_then_remediated(host):
     report = run_playbook(host, "remediate.yml", "--check")
     assert "net.ipv4.tcp_fastopen" in report and "net.ipv4.tcp_slow_start_after_idle" in report
     assert "mtu sync0: 1500 -> 1400" in report
+    assert "route 198.51.100.0/24: via 192.0.2.2 dev sync0 mtu 1400" in report
     assert mtu(host) == 1500
     # Without --check: the comparison play predicts (task-level check mode), the second applies.
     run_playbook(host, "remediate.yml")
     assert sysctl(host, "net.ipv4.tcp_fastopen") == "3"
     assert sysctl(host, "net.ipv4.tcp_slow_start_after_idle") == "0"
     assert mtu(host) == 1400 and rollback_timers(host) == []
+    assert "mtu 1280 advmss 1240" in host.run("ip route show 198.51.100.0/24 proto 250").stdout
     assert "no host drifted" in run_playbook(host, "remediate.yml", "--check")

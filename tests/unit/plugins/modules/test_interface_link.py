@@ -50,8 +50,9 @@ class FakeHost(object):
     def __init__(self, sysfs, name="d0", mtu=1500, qdisc="noqueue", kernel=KERNEL_QDISCS,
                  json_tc=True, mtu_sticks=True, qdisc_sticks=True, unshare_ok=True,
                  systemd_run_rc=0, mtu_rc=0, pending_mtu=None, path_mtu=None,
-                 alive=(PEER, "2001:db8::2")):
+                 alive=(PEER, "2001:db8::2"), route_mtus=None):
         self.sysfs = sysfs
+        self.route_mtus = route_mtus or {}
         self.name = name
         self.entries = single_root(qdisc) if isinstance(qdisc, str) else json.loads(json.dumps(qdisc))
         self.kernel = kernel
@@ -97,6 +98,9 @@ class FakeHost(object):
         prog = argv[0]
         if prog == BINS["tc"]:
             return self.tc(argv[1:])
+        if prog == BINS["ip"] and argv[2:5] == ["-j", "route", "get"]:
+            metrics = [{"mtu": self.route_mtus[argv[5]]}] if argv[5] in self.route_mtus else []
+            return 0, json.dumps([{"dst": argv[5], "dev": self.name, "flags": [], "metrics": metrics}]), ""
         if prog == BINS["ip"]:
             if self.mtu_rc:
                 return self.mtu_rc, "", "Error: mtu greater than device maximum.\n"
@@ -191,7 +195,7 @@ class FakeHost(object):
 
     def mutating(self):
         return [c for c in self.calls
-                if (c[0] == BINS["ip"]) or (c[0] == BINS["tc"] and "replace" in c)
+                if (c[0] == BINS["ip"] and "get" not in c) or (c[0] == BINS["tc"] and "replace" in c)
                 or c[0] == BINS["systemd-run"]
                 or (c[0] == BINS["systemctl"] and c[1] in ("stop", "reset-failed"))]
 
@@ -665,6 +669,16 @@ def test_path_that_carries_the_mtu_passes(env):
     assert ok, res
     assert res["verify_results"] == [dict(res["plan"]["verify"][0], result="ok")]
     assert host.mtu == 1400 and res["rollback_unit"] == unit_name(env)
+
+
+def test_peer_behind_a_smaller_path_route_is_probed_at_the_route_mtu(env):
+    """A path_routes route gives that peer a smaller MTU: probing it at the interface's would fail."""
+    host = env.make_host(path_mtu=1280, route_mtus={PEER: 1280})
+    ok, res = run_module({"name": "d0", "mtu": 1400, "verify_peers": [PEER]})
+    assert ok, res
+    ping = host.commands("ping")[0]
+    assert ping[ping.index("-s") + 1] == "1252"
+    assert res["verify_results"][0]["route_mtu"] == 1280 and host.mtu == 1400
 
 
 def test_ipv6_peer_uses_48_bytes_of_headers(env):

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests of the per-destination path MTU filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.longhaul.trainnet.plugins.filter import path_mtu as pm
+
+SITES = {"cn-home": {"lan": "198.18.1.0/24"}, "us-west": {"lan": "198.18.2.0/24"},
+         "us-east": {"lan": ["198.18.3.0/24", "198.18.4.0/24"]}}
+LINKS = [{"sites": ["cn-home", "us-west"], "mtu": 1400},
+         {"sites": ["cn-home", "us-east"], "mtu": 1280},
+         {"sites": ["us-west", "us-east"]}]
+
+
+def test_filters_are_registered():
+    assert set(pm.FilterModule().filters()) == {"site_path_routes", "effective_path_routes"}
+
+
+def test_site_routes_follow_the_link_matrix():
+    assert pm.site_path_routes(LINKS, SITES, "cn-home") == [
+        {"name": "cn-home<->us-west", "prefix": "198.18.2.0/24", "mtu": 1400},
+        {"name": "cn-home<->us-east", "prefix": "198.18.3.0/24", "mtu": 1280},
+        {"name": "cn-home<->us-east", "prefix": "198.18.4.0/24", "mtu": 1280}]
+    # The us-west<->us-east link records no MTU: no route for it.
+    assert pm.site_path_routes(LINKS, SITES, "us-west") == [
+        {"name": "cn-home<->us-west", "prefix": "198.18.1.0/24", "mtu": 1400}]
+
+
+@pytest.mark.parametrize("links, sites, site, text", [
+    (LINKS, SITES, "eu-north", "site 'eu-north' is not in sites"),
+    ([{"sites": ["cn-home"], "mtu": 1400}], SITES, "cn-home", "two site names"),
+    ([{"sites": ["cn-home", "mars"], "mtu": 1400}], SITES, "cn-home", "names site 'mars'"),
+    ([{"sites": ["cn-home", "us-west"], "mtu": "1400"}], SITES, "cn-home", "mtu must be an integer"),
+    (LINKS, dict(SITES, **{"us-west": {"lan": "198.18.2.1/24"}}), "cn-home", "not a network prefix"),
+    (LINKS, dict(SITES, **{"us-west": {}}), "cn-home", "has no lan prefix"),
+])
+def test_site_routes_refuse_bad_input(links, sites, site, text):
+    with pytest.raises(AnsibleFilterError, match=text):
+        pm.site_path_routes(links, sites, site)
+
+
+def results(*pairs):
+    return {"pairs": [{"source": s, "peer": p, "peer_address": a, "result": {"path_mtu_bytes": m}}
+                      for s, p, a, m in pairs]}
+
+
+def test_effective_routes_take_the_smallest_known_mtu():
+    routes = [{"name": "cn-home<->us-west", "prefix": "198.18.2.0/24", "mtu": 1500},
+              {"name": "cn-home<->us-east", "prefix": "198.18.3.0/24", "mtu": 1500}]
+    measured = results(("cn-gpu1", "use-gpu1", "198.18.3.11", 1280),      # below the matrix: wins
+                       ("cn-gpu1", "eu-gpu1", "203.0.113.7", 1380),       # no route covers it: host route
+                       ("cn-gpu1", "usw-gpu1", "usw-gpu1", 1200),         # a host name: left out
+                       ("usw-gpu1", "cn-gpu1", "198.18.1.11", 1100))      # another source: not ours
+    assert pm.effective_path_routes(routes, 1400, measured, "cn-gpu1") == [
+        {"name": "cn-home<->us-west", "prefix": "198.18.2.0/24", "mtu": 1400},
+        {"name": "cn-home<->us-east (measured from use-gpu1)", "prefix": "198.18.3.0/24", "mtu": 1280},
+        {"name": "measured eu-gpu1", "prefix": "203.0.113.7/32", "mtu": 1380}]
+    # Without an interface MTU to cap them, and without measurements.
+    assert [r["mtu"] for r in pm.effective_path_routes(routes)] == [1500, 1500]
+
+
+@pytest.mark.parametrize("routes, kwargs, text", [
+    ([{"prefix": "198.18.3.0/24"}], {}, "needs prefix and mtu"),
+    ([{"prefix": "198.18.3.1/24", "mtu": 1280}], {}, "not a network prefix"),
+    ([], {"interface_mtu": "1400"}, "interface_mtu must be an integer"),
+    ([], {"measured": {"routes": []}, "host": "cn-gpu1"}, "measure results.json"),
+])
+def test_effective_routes_refuse_bad_input(routes, kwargs, text):
+    with pytest.raises(AnsibleFilterError, match=text):
+        pm.effective_path_routes(routes, **kwargs)
