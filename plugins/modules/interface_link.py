@@ -53,7 +53,7 @@ description:
     with nothing left to restore is disarmed, and the task fails naming the peer and the size.
     Where the route to a peer carries a smaller MTU (C(ip route get), for example one set by
     M(longhaul.trainnet.path_routes) for a path below the interface MTU), that peer is probed
-    at the route's MTU: no packet to it is larger.
+    at the route's MTU, as no packet to it is larger.
     A peer that answers no ping at all, or does not resolve, is reported with a warning.
 author:
   - longhaul.trainnet maintainers (@longhaul)

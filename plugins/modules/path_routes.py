@@ -20,7 +20,7 @@ description:
     that fit as well, whichever side opened the connection. A path whose MTU is below the
     interface's and whose ICMP "fragmentation needed" is black-holed stops stalling.
   - The module owns every route of one protocol number (O(protocol), C(proto N) in
-    C(ip route)) in the main table. O(routes) is the whole set: wanted routes are added or
+    C(ip route)) in the main table. O(routes) is the whole set. Wanted routes are added or
     replaced whole (a metric set by hand on one of them is drift and goes), routes of that
     protocol that are not wanted any more are removed. Other routes are never touched.
   - Each route takes the next hop (gateway and device) of the route the kernel uses for that
@@ -30,7 +30,7 @@ description:
     has a route of another owner, or that no route covers, fails before anything changes.
   - After a change each address in O(verify_peers) that a changed route covers is pinged with
     the Don't Fragment bit at that route's MTU. A peer that answers small pings but not
-    full-size ones proves the path does not carry the MTU: every route change of this run is
+    full-size ones proves the path does not carry the MTU; every route change of this run is
     undone and the task fails naming the peer. A peer that answers no ping at all is reported
     with a warning.
 author:

@@ -51,6 +51,13 @@ BAD_INPUTS = [
      ["data_plane_env_extra", "not a valid environment variable name"]),
     ("unknown-congestion-control-extra", {"data_plane_sysctl_extra": {"net.ipv4.tcp_congestion_control": "turbo"}},
      ["congestion control turbo is not available in this kernel", "from data_plane_sysctl_extra"]),
+    # Without per-destination routes the interface MTU is every path's: above a known path MTU, refused.
+    ("interface-mtu-above-a-path-mtu", {"data_plane_manage_path_routes": False, "data_plane_path_routes": [
+        {"name": "to-us-east", "prefix": "198.51.100.0/24", "mtu": 1280}]},
+     ["data_plane_mtu=1400 is above the path MTU of", "to-us-east (198.51.100.0/24: 1280)",
+      "data_plane_manage_path_routes"]),
+    ("path-route-prefix-with-host-bits", {"data_plane_path_routes": [{"prefix": "198.51.100.1/24", "mtu": 1280}]},
+     ["prefix '198.51.100.1/24' is not a network prefix"]),
 ]
 
 # The same inputs given to the modules ad hoc (`ansible HOST -m MODULE -a JSON`).
@@ -66,6 +73,8 @@ AD_HOC = [
     ("module-unknown-congestion-control", "longhaul.trainnet.sysctl_profile",
      {"settings": {"net.ipv4.tcp_congestion_control": "turbo"}},
      ["congestion control turbo is not available", "nothing was changed"]),
+    ("module-path-route-default", "longhaul.trainnet.path_routes",
+     {"routes": [{"prefix": "0.0.0.0/0", "mtu": 1280}]}, ["is the default route"]),
     ("module-require-bogus", "longhaul.trainnet.kernel_capability",
      {"require": ["bogus"]}, ["require", "bogus"]),
 ]
