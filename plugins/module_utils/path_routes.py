@@ -36,6 +36,19 @@ PROTOCOL_MAX = 255
 IPV4_TCP_HEADERS = 40
 IPV6_TCP_HEADERS = 60
 
+# The TCP attributes a route may carry besides mtu/advmss: option name -> (ip keyword, key in
+# ``ip -j`` metrics, smallest, largest). cwnd_clamp is rendered ``cwnd lock N``: without the
+# lock the kernel ignores it; locked, it caps the congestion window of every connection that way.
+TCP_ATTRIBUTES = {
+    "initcwnd": ("initcwnd", "initcwnd", 1, 4096),
+    "initrwnd": ("initrwnd", "initrwnd", 1, 4096),
+    "cwnd_clamp": ("cwnd", "cwnd", 2, 65535),
+}
+CONGCTL = ("congctl", "congestion")
+ROUTE_KEYS = ("prefix", "mtu", "name", "congctl") + tuple(sorted(TCP_ATTRIBUTES))
+# Metrics the module sets; any other metric on one of its routes is drift.
+OWNED_METRICS = ("mtu", "advmss", "initcwnd", "initrwnd", "cwnd", "congestion")
+
 ACTION_ADD = "add"
 ACTION_REPLACE = "replace"
 ACTION_DELETE = "delete"
@@ -72,27 +85,77 @@ def validate_wanted(routes, protocol):
         if not isinstance(route, dict):
             errors.append("%s must be a dict with prefix and mtu, got %r" % (label, route))
             continue
-        unknown = sorted(set(route) - {"prefix", "mtu", "name"})
+        unknown = sorted(set(route) - set(ROUTE_KEYS))
         if unknown:
-            errors.append("%s has unknown keys %s (known: prefix, mtu, name)" % (label, ", ".join(unknown)))
+            errors.append("%s has unknown keys %s (known: %s)" % (label, ", ".join(unknown), ", ".join(ROUTE_KEYS)))
         error = validate_prefix(route.get("prefix"))
         if error:
             errors.append("%s: %s" % (label, error))
             continue
         network = ipaddress.ip_network(route["prefix"])
         mtu = route.get("mtu")
-        if isinstance(mtu, bool) or not isinstance(mtu, int) or not MTU_MIN <= mtu <= MTU_MAX:
+        if mtu is None:
+            pass  # no MTU of its own: the interface's
+        elif isinstance(mtu, bool) or not isinstance(mtu, int) or not MTU_MIN <= mtu <= MTU_MAX:
             errors.append("%s (%s): mtu must be an integer from %d to %d, got %r"
                           % (label, route["prefix"], MTU_MIN, MTU_MAX, mtu))
         elif network.version == 6 and mtu < MTU_MIN_IPV6:
             errors.append("%s (%s): IPv6 needs an mtu of at least %d, got %d"
                           % (label, route["prefix"], MTU_MIN_IPV6, mtu))
+        for option, (keyword, metric, low, high) in sorted(TCP_ATTRIBUTES.items()):
+            value = route.get(option)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not low <= value <= high):
+                errors.append("%s (%s): %s must be an integer from %d to %d, got %r"
+                              % (label, route["prefix"], option, low, high, value))
+        congctl = route.get("congctl")
+        if congctl is not None and (not isinstance(congctl, str) or not congctl
+                                    or not all(c.isalnum() or c == "_" for c in congctl)):
+            errors.append("%s (%s): congctl must be a congestion control name such as bbr, got %r"
+                          % (label, route["prefix"], congctl))
         key = str(network)
         if key in seen:
             errors.append("%s: prefix %s is also routes[%d]; give each prefix once"
                           % (label, key, seen[key]))
         seen[key] = index
     return errors
+
+
+def congctl_problem(name, available_text, modules_dep_text=None):
+    """Why the kernel would refuse congestion control ``name`` on a route, else None. A name
+    not registered yet is fine when modules.dep has tcp_<name>: the kernel loads it on use."""
+    available = (available_text or "").split()
+    if name in available:
+        return None
+    loadable = False
+    for line in (modules_dep_text or "").splitlines():
+        module = line.split(":", 1)[0].rsplit("/", 1)[-1]
+        if module.split(".ko", 1)[0] == "tcp_" + name:
+            loadable = True
+    if loadable:
+        return None
+    return ("congctl %s is not available in this kernel (available: %s; no tcp_%s module to load)"
+            % (name, ", ".join(available) or "none", name))
+
+
+def parse_locks(text):
+    """``ip route show`` text -> {prefix: set of metrics set with 'lock'}; JSON output drops it."""
+    locks = {}
+    for line in (text or "").splitlines():
+        words = line.split()
+        if not words:
+            continue
+        dst = words[0]
+        if dst == "default":
+            continue
+        try:
+            prefix = str(ipaddress.ip_network(dst, strict=False))
+        except ValueError:
+            continue
+        locked = {words[i - 1] for i, word in enumerate(words) if word == "lock" and i > 0}
+        if locked:
+            locks[prefix] = locked
+    return locks
 
 
 def parse_routes(text):
@@ -151,27 +214,39 @@ def next_hop(prefix, live, protocol):
     return best[1]["gateway"], best[1]["dev"]
 
 
+STATE_KEYS = ("prefix", "gateway", "dev", "mtu", "advmss", "initcwnd", "initrwnd", "cwnd_clamp", "congctl")
+
+
 def route_state(route):
     """The part of a route the module owns, as compared and shown in the diff."""
-    return {"prefix": route["prefix"], "gateway": route["gateway"], "dev": route["dev"],
-            "mtu": route["mtu"], "advmss": route["advmss"]}
+    return {key: route.get(key) for key in STATE_KEYS}
 
 
-def _live_state(route):
+def _live_state(route, locked=frozenset()):
+    metrics = route["metrics"]
+    locked_cwnd = "cwnd" in locked
+    other = sorted(k for k in metrics if k not in OWNED_METRICS)
+    if "cwnd" in metrics and not locked_cwnd:
+        other.append("cwnd (not locked)")
+    other += sorted("%s lock" % k for k in locked if k != "cwnd")
     return {"prefix": route["dst"], "gateway": route["gateway"], "dev": route["dev"],
-            "mtu": route["metrics"].get("mtu"), "advmss": route["metrics"].get("advmss"),
-            "other_metrics": sorted(k for k in route["metrics"] if k not in ("mtu", "advmss"))}
+            "mtu": metrics.get("mtu"), "advmss": metrics.get("advmss"),
+            "initcwnd": metrics.get("initcwnd"), "initrwnd": metrics.get("initrwnd"),
+            "cwnd_clamp": metrics.get("cwnd") if locked_cwnd else None,
+            "congctl": metrics.get("congestion"), "other_metrics": other}
 
 
-def plan_routes(wanted, live, protocol):
+def plan_routes(wanted, live, protocol, locks=None):
     """Plan the module's routes.
 
-    ``wanted`` is the validated list of {prefix, mtu[, name]}, ``live`` the parsed routes of the
-    prefixes' families. Returns {"routes": wanted with next hop and advmss, "actions": [{action,
+    ``wanted`` is the validated list of {prefix, mtu[, name, initcwnd, initrwnd, cwnd_clamp,
+    congctl]}, ``live`` the parsed routes of the prefixes' families, ``locks`` parse_locks() of
+    the module's routes. Returns {"routes": wanted with next hop and advmss, "actions": [{action,
     route, before}], "before": [...], "after": [...], "errors": [...], "changed": bool}.
     An error (no route to the prefix, a route of another owner with the same prefix) means
     nothing may change.
     """
+    locks = locks or {}
     own = {r["dst"]: r for r in live if r["protocol"] == str(protocol)}
     others = {r["dst"]: r for r in live if r["protocol"] != str(protocol)}
     errors = []
@@ -193,20 +268,25 @@ def plan_routes(wanted, live, protocol):
                           "to it to give an MTU to" % prefix)
             continue
         route = {"prefix": prefix, "name": item.get("name") or prefix, "gateway": hop[0],
-                 "dev": hop[1], "mtu": item["mtu"], "advmss": advmss_for(item["mtu"], ipv6)}
+                 "dev": hop[1], "mtu": item.get("mtu"),
+                 "advmss": advmss_for(item["mtu"], ipv6) if item.get("mtu") else None}
+        for option in ("initcwnd", "initrwnd", "cwnd_clamp", "congctl"):
+            route[option] = item.get(option)
         routes.append(route)
         current = own.get(prefix)
         if current is None:
             actions.append({"action": ACTION_ADD, "route": route, "before": None})
         else:
-            before = _live_state(current)
-            if before["other_metrics"] or {k: before[k] for k in route_state(route)} != route_state(route):
+            before = _live_state(current, locks.get(prefix, frozenset()))
+            if before["other_metrics"] or {k: before[k] for k in STATE_KEYS} != route_state(route):
                 actions.append({"action": ACTION_REPLACE, "route": route, "before": before})
     wanted_prefixes = {r["prefix"] for r in routes} | {str(ipaddress.ip_network(i["prefix"])) for i in wanted}
     for prefix in sorted(own):
         if prefix not in wanted_prefixes:
-            actions.append({"action": ACTION_DELETE, "route": None, "before": _live_state(own[prefix])})
-    before_states = sorted((_live_state(r) for r in own.values()), key=lambda r: r["prefix"])
+            actions.append({"action": ACTION_DELETE, "route": None,
+                            "before": _live_state(own[prefix], locks.get(prefix, frozenset()))})
+    before_states = sorted((_live_state(r, locks.get(r["dst"], frozenset())) for r in own.values()),
+                           key=lambda r: r["prefix"])
     after_states = sorted((route_state(r) for r in routes), key=lambda r: r["prefix"])
     return {"routes": routes, "actions": actions if not errors else [],
             "before": before_states, "after": after_states, "errors": errors,
@@ -223,9 +303,13 @@ def route_argv(ip, route, protocol, action=ACTION_REPLACE):
     if route.get("gateway"):
         argv += ["via", route["gateway"]]
     argv += ["dev", route["dev"], "proto", str(protocol)]
-    for metric in ("mtu", "advmss"):
+    for metric in ("mtu", "advmss", "initcwnd", "initrwnd"):
         if route.get(metric):
             argv += [metric, str(route[metric])]
+    if route.get("cwnd_clamp"):
+        argv += ["cwnd", "lock", str(route["cwnd_clamp"])]
+    if route.get("congctl"):
+        argv += ["congctl", route["congctl"]]
     return argv
 
 
@@ -250,9 +334,7 @@ def drift_lines(actions):
     for item in actions:
         if item["action"] == ACTION_ADD:
             route = item["route"]
-            lines.append("route %s: missing (want mtu %d advmss %d via %s dev %s)"
-                         % (route["prefix"], route["mtu"], route["advmss"],
-                            route["gateway"] or "-", route["dev"]))
+            lines.append("route %s: missing (want %s)" % (route["prefix"], describe(route)))
         elif item["action"] == ACTION_REPLACE:
             route, before = item["route"], item["before"]
             lines.append("route %s: %s -> %s" % (route["prefix"], describe(before), describe(route)))
@@ -267,6 +349,10 @@ def describe(state):
     parts = ["via %s" % state["gateway"] if state.get("gateway") else "connected",
              "dev %s" % state.get("dev"),
              "mtu %s" % (state.get("mtu") or "-"), "advmss %s" % (state.get("advmss") or "-")]
+    for key, label in (("initcwnd", "initcwnd"), ("initrwnd", "initrwnd"),
+                       ("cwnd_clamp", "cwnd lock"), ("congctl", "congctl")):
+        if state.get(key):
+            parts.append("%s %s" % (label, state[key]))
     extra = state.get("other_metrics")
     if extra:
         parts.append("also %s" % ",".join(extra))

@@ -58,10 +58,33 @@ options:
           - Path MTU towards O(routes[].prefix) in bytes, 576 to 9000 (IPv6 at least 1280).
           - Give the smaller of the path MTU and the interface MTU; a route MTU above the
             interface's makes the kernel build packets the interface cannot send whole.
+          - Omit to leave that route at the interface's MTU (no C(mtu) or C(advmss) metric),
+            for a route that only carries TCP attributes.
         type: int
-        required: true
       name:
         description: A label for reports, for example the link's name. Defaults to the prefix.
+        type: str
+      initcwnd:
+        description:
+          - Initial congestion window of new connections that way, in segments, 1 to 4096
+            (C(initcwnd)). Omit for the kernel's 10.
+        type: int
+      initrwnd:
+        description:
+          - Initial receive window this host advertises to that prefix, in segments, 1 to 4096
+            (C(initrwnd)); the socket's receive buffer (C(tcp_rmem)) still bounds it. Omit for
+            the kernel's default.
+        type: int
+      cwnd_clamp:
+        description:
+          - Largest congestion window of connections that way, in segments, 2 to 65535
+            (C(cwnd lock N)). Caps what a connection keeps in flight, for example near the
+            path's bandwidth-delay product. Omit for no cap.
+        type: int
+      congctl:
+        description:
+          - Congestion control of connections that way (C(congctl)), whatever the host's
+            default is; it must be available in the kernel or loadable as C(tcp_<name>).
         type: str
   protocol:
     description:
@@ -107,6 +130,11 @@ EXAMPLES = r"""
       - {prefix: 198.18.3.0/24, mtu: 1280, name: cn-home<->us-east}
     verify_peers: [198.18.3.11]
 
+- name: New connections to us-east start with a window for the path, and use BBR
+  longhaul.trainnet.path_routes:
+    routes:
+      - {prefix: 198.18.3.0/24, mtu: 1400, initcwnd: 250, initrwnd: 250, congctl: bbr}
+
 - name: Remove every route this module installed (protocol 250)
   longhaul.trainnet.path_routes:
     routes: []
@@ -114,11 +142,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 routes:
-  description: The module's routes after the run (predicted in check mode).
+  description: The module's routes after the run (predicted in check mode), each with the C(command) that installs it.
   returned: always
   type: list
   elements: dict
-  sample: [{prefix: 198.18.3.0/24, name: cn-home<->us-east, gateway: 198.18.1.1, dev: eth0, mtu: 1280, advmss: 1240}]
+  sample: [{prefix: 198.18.3.0/24, name: cn-home<->us-east, gateway: 198.18.1.1, dev: eth0, mtu: 1280, advmss: 1240,
+            initcwnd: null, initrwnd: null, cwnd_clamp: null, congctl: null,
+            command: /usr/sbin/ip -4 route replace 198.18.3.0/24 via 198.18.1.1 dev eth0 proto 250 mtu 1280 advmss 1240}]
 actions:
   description: What changed (or would change), one entry per route, with C(action) add, replace or delete and the route C(before).
   returned: always
@@ -138,6 +168,7 @@ verify_results:
 """
 
 import ipaddress
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -146,13 +177,23 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.interface_link i
     PROBE_OK, PROBE_PEER_SILENT, SMALL_PAYLOAD, judge_probe, ping_argv, reported_path_mtu,
 )
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import icmp_payload
+from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capability import CC_AVAILABLE
 from ansible_collections.longhaul.trainnet.plugins.module_utils.path_routes import (
-    ACTION_DELETE, covering_route, drift_lines, parse_routes, plan_routes, render_state,
-    route_argv, validate_wanted,
+    ACTION_DELETE, congctl_problem, covering_route, drift_lines, parse_locks, parse_routes,
+    plan_routes, render_state, route_argv, validate_wanted,
 )
 
 LIMIT_IP = 30
 LIMIT_PING = 15
+
+
+def read_text(path):
+    """A /proc or /lib/modules file's text, '' when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return ""
 
 
 class PathRoutes(object):
@@ -183,6 +224,24 @@ class PathRoutes(object):
             except ValueError as exc:
                 self.module.fail_json(msg="cannot parse ip -j route show: %s" % exc)
         return live
+
+    def read_locks(self, families):
+        """Metrics set with 'lock' on the module's routes (only the text output shows them)."""
+        locks = {}
+        for family in sorted(families):
+            rc, out, _err = self.run([self.ip, "-%d" % family, "route", "show", "table", "main",
+                                      "proto", str(self.protocol)])
+            if rc == 0:
+                locks.update(parse_locks(out))
+        return locks
+
+    def congctl_errors(self, wanted):
+        names = sorted({r["congctl"] for r in wanted if r.get("congctl")})
+        if not names:
+            return []
+        available = read_text(CC_AVAILABLE)
+        dep = read_text(os.path.join("/lib/modules", os.uname()[2], "modules.dep"))
+        return [problem for problem in (congctl_problem(n, available, dep) for n in names) if problem]
 
     def apply(self, actions):
         """Run the actions in order; on a failed command undo the ones done and fail."""
@@ -215,8 +274,8 @@ class PathRoutes(object):
         results = []
         for address in self.params["verify_peers"]:
             route = covering_route(address, changed)
-            if route is None:
-                continue
+            if route is None or not route["mtu"]:
+                continue  # no route here, or none with an MTU of its own (interface_link's probe)
             if ping is None:
                 ping = self.module.get_bin_path("ping")
                 if not ping:
@@ -256,20 +315,25 @@ class PathRoutes(object):
                 ipaddress.ip_address(address)
             except ValueError:
                 errors.append("verify_peers: %r is not an IP address" % address)
+        if not errors:
+            errors = self.congctl_errors(wanted)
         if errors:
             self.module.fail_json(msg="; ".join(errors))
         families = {ipaddress.ip_network(r["prefix"]).version for r in wanted} | {4}
         families.add(6)  # routes of this protocol may exist in either family
         before_live = self.read_live(families)
-        plan = plan_routes(wanted, before_live, self.protocol)
+        plan = plan_routes(wanted, before_live, self.protocol, self.read_locks(families))
         if plan["errors"]:
             self.module.fail_json(msg="nothing was changed: " + "; ".join(plan["errors"]), plan=plan)
+        for route in plan["routes"]:
+            # The exact command that installs it, for boot units and reports.
+            route["command"] = " ".join(route_argv(self.ip, route, self.protocol))
         result = dict(changed=plan["changed"], routes=plan["routes"], actions=plan["actions"],
                       drift=drift_lines(plan["actions"]), verify_results=[])
         if plan["changed"] and not self.module.check_mode:
             done = self.apply(plan["actions"])
             result["verify_results"] = self.verify(done, plan["routes"])
-            again = plan_routes(wanted, self.read_live(families), self.protocol)
+            again = plan_routes(wanted, self.read_live(families), self.protocol, self.read_locks(families))
             if again["actions"]:
                 self.module.fail_json(msg="the routes did not stick: " + "; ".join(drift_lines(again["actions"])),
                                       routes=plan["routes"])
@@ -286,8 +350,12 @@ def main():
         argument_spec=dict(
             routes=dict(type="list", elements="dict", required=True, options=dict(
                 prefix=dict(type="str", required=True),
-                mtu=dict(type="int", required=True),
+                mtu=dict(type="int"),
                 name=dict(type="str"),
+                initcwnd=dict(type="int"),
+                initrwnd=dict(type="int"),
+                cwnd_clamp=dict(type="int"),
+                congctl=dict(type="str"),
             )),
             protocol=dict(type="int", default=250),
             verify_peers=dict(type="list", elements="str", default=[]),

@@ -20,9 +20,13 @@ FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "fixtures", "path_routes")
 
 
-def live(name):
+def text(name):
     with open(os.path.join(FIXTURES, name)) as handle:
-        return pr.parse_routes(handle.read())
+        return handle.read()
+
+
+def live(name):
+    return pr.parse_routes(text(name))
 
 
 def test_parse_lab_routes():
@@ -59,11 +63,12 @@ def test_hand_added_metrics_are_drift_and_other_owners_are_left_alone():
     routes = live("hand_edited.json")
     wanted = [{"prefix": "10.20.0.0/24", "mtu": 1280}, {"prefix": "10.21.0.0/24", "mtu": 1280},
               {"prefix": "10.30.5.0/24", "mtu": 1400}]
-    plan = pr.plan_routes(wanted, routes, 250)
+    plan = pr.plan_routes(wanted, routes, 250, pr.parse_locks(text("hand_edited.txt")))
     actions = {(a["route"] or a["before"])["prefix"]: a for a in plan["actions"]}
     assert set(actions) == {"10.21.0.0/24", "10.30.5.0/24"}
     assert actions["10.21.0.0/24"]["action"] == "replace"
-    assert actions["10.21.0.0/24"]["before"]["other_metrics"] == ["congestion", "initcwnd"]
+    before = actions["10.21.0.0/24"]["before"]
+    assert (before["initcwnd"], before["congctl"], before["other_metrics"]) == (40, "bbr", ["mtu lock"])
     # The /16 of another owner is the next hop of a /24 inside it, not the default route.
     assert actions["10.30.5.0/24"]["action"] == "add"
     assert actions["10.30.5.0/24"]["route"]["gateway"] == "10.9.0.254"
@@ -126,3 +131,47 @@ def test_interface_probe_uses_the_smaller_route_mtu():
              {"peer": "198.18.2.11", "address": "198.18.2.11", "ipv6": False, "route_mtu": None}]
     plan = plan_link(1500, "noqueue", want_mtu=1400, verify_peers=peers)
     assert [p["payload"] for p in plan["verify"]] == [1252, 1372]
+
+
+def test_locks_come_from_the_text_output():
+    assert pr.parse_locks(text("hand_edited.txt")) == {"10.21.0.0/24": {"mtu"}}
+    assert pr.parse_locks(text("tuned.txt")) == {"10.21.0.0/24": {"cwnd"}}
+
+
+def test_tcp_attributes_as_wanted_plan_nothing_and_an_unlocked_cwnd_is_drift():
+    routes = live("tuned.json")
+    wanted = [{"prefix": "10.21.0.0/24", "mtu": 1280, "initcwnd": 700, "initrwnd": 700,
+               "cwnd_clamp": 1000, "congctl": "bbr"}]
+    locks = pr.parse_locks(text("tuned.txt"))
+    plan = pr.plan_routes(wanted, routes, 250, locks)
+    # 10.21 is as wanted; 10.22 is not wanted any more.
+    assert [(a["action"], a["before"]["prefix"]) for a in plan["actions"]] == [("delete", "10.22.0.0/24")]
+    assert "cwnd (not locked)" in plan["before"][1]["other_metrics"]
+    # Without the lock the kernel ignores cwnd: the same value unlocked is drift.
+    plan = pr.plan_routes(wanted, routes, 250, {})
+    assert plan["actions"][0]["action"] == "replace"
+    assert plan["actions"][0]["before"]["cwnd_clamp"] is None
+    route = plan["routes"][0]
+    assert pr.route_argv("ip", route, 250)[11:] == [
+        "mtu", "1280", "advmss", "1240", "initcwnd", "700", "initrwnd", "700",
+        "cwnd", "lock", "1000", "congctl", "bbr"]
+    assert pr.describe(route).endswith("initcwnd 700 initrwnd 700 cwnd lock 1000 congctl bbr")
+
+
+@pytest.mark.parametrize("route, expected", [
+    ({"initcwnd": 0}, "initcwnd must be an integer from 1 to 4096"),
+    ({"initrwnd": 5000}, "initrwnd must be an integer from 1 to 4096"),
+    ({"cwnd_clamp": 1}, "cwnd_clamp must be an integer from 2 to 65535"),
+    ({"congctl": "bbr; reboot"}, "congctl must be a congestion control name"),
+])
+def test_tcp_attribute_ranges(route, expected):
+    errors = pr.validate_wanted([dict({"prefix": "10.21.0.0/24", "mtu": 1280}, **route)], 250)
+    assert len(errors) == 1 and expected in errors[0]
+
+
+def test_congctl_must_be_available_or_loadable():
+    assert pr.congctl_problem("bbr", "reno cubic bbr") is None
+    dep = "kernel/net/ipv4/tcp_bbr.ko.xz:\nkernel/net/ipv4/tcp_htcp.ko:\n"
+    assert pr.congctl_problem("htcp", "reno cubic", dep) is None
+    problem = pr.congctl_problem("vegas", "reno cubic", dep)
+    assert "congctl vegas is not available" in problem and "reno, cubic" in problem

@@ -10,13 +10,13 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.longhaul.trainnet.plugins.filter import path_mtu as pm
+from ansible_collections.longhaul.trainnet.plugins.filter import site_routes as pm
 
 SITES = {"cn-home": {"lan": "198.18.1.0/24"}, "us-west": {"lan": "198.18.2.0/24"},
          "us-east": {"lan": ["198.18.3.0/24", "198.18.4.0/24"]}}
-LINKS = [{"sites": ["cn-home", "us-west"], "mtu": 1400},
+LINKS = [{"sites": ["cn-home", "us-west"], "mtu": 1400, "delay_ms": 75, "jitter_ms": 0, "rate_mbit": 50},
          {"sites": ["cn-home", "us-east"], "mtu": 1280},
-         {"sites": ["us-west", "us-east"]}]
+         {"sites": ["us-west", "us-east"], "delay_ms": 35, "jitter_ms": 2.5, "rate_mbit": 100}]
 
 
 def test_filters_are_registered():
@@ -25,12 +25,14 @@ def test_filters_are_registered():
 
 def test_site_routes_follow_the_link_matrix():
     assert pm.site_path_routes(LINKS, SITES, "cn-home") == [
-        {"name": "cn-home<->us-west", "prefix": "198.18.2.0/24", "mtu": 1400},
+        {"name": "cn-home<->us-west", "prefix": "198.18.2.0/24", "mtu": 1400, "bandwidth_mbps": 50.0, "rtt_ms": 150.0},
         {"name": "cn-home<->us-east", "prefix": "198.18.3.0/24", "mtu": 1280},
         {"name": "cn-home<->us-east", "prefix": "198.18.4.0/24", "mtu": 1280}]
-    # The us-west<->us-east link records no MTU: no route for it.
+    # The us-west<->us-east link records no MTU: its routes carry only the path's rate and RTT.
     assert pm.site_path_routes(LINKS, SITES, "us-west") == [
-        {"name": "cn-home<->us-west", "prefix": "198.18.1.0/24", "mtu": 1400}]
+        {"name": "cn-home<->us-west", "prefix": "198.18.1.0/24", "mtu": 1400, "bandwidth_mbps": 50.0, "rtt_ms": 150.0},
+        {"name": "us-west<->us-east", "prefix": "198.18.3.0/24", "bandwidth_mbps": 100.0, "rtt_ms": 75.0},
+        {"name": "us-west<->us-east", "prefix": "198.18.4.0/24", "bandwidth_mbps": 100.0, "rtt_ms": 75.0}]
 
 
 @pytest.mark.parametrize("links, sites, site, text", [
@@ -67,7 +69,8 @@ def test_effective_routes_take_the_smallest_known_mtu():
 
 
 @pytest.mark.parametrize("routes, kwargs, text", [
-    ([{"prefix": "198.18.3.0/24"}], {}, "needs prefix and mtu"),
+    ([{"mtu": 1400}], {}, "needs a prefix"),
+    ([], {"first_flight_bytes": -1}, "first_flight_bytes must be a number >= 0"),
     ([{"prefix": "198.18.3.1/24", "mtu": 1280}], {}, "not a network prefix"),
     ([], {"interface_mtu": "1400"}, "interface_mtu must be an integer"),
     ([], {"measured": {"routes": []}, "host": "cn-gpu1"}, "measure results.json"),
@@ -75,3 +78,23 @@ def test_effective_routes_take_the_smallest_known_mtu():
 def test_effective_routes_refuse_bad_input(routes, kwargs, text):
     with pytest.raises(AnsibleFilterError, match=text):
         pm.effective_path_routes(routes, **kwargs)
+
+
+def test_tcp_attributes_follow_each_path():
+    """initcwnd/initrwnd: the first flight in one round trip, capped at the path's BDP; the cap on the
+    congestion window: BDPs of the path; congctl: the same on every WAN route."""
+    routes = pm.site_path_routes(LINKS, SITES, "us-west")
+    tuned = pm.effective_path_routes(routes, 1400, first_flight_bytes=1048576, cwnd_clamp_bdp=1.5, congctl="bbr")
+    # cn-home<->us-west: 50 Mbit/s x 150 ms = 937500 B = 690 segments of 1360 B, below 1 MiB's 772.
+    assert tuned[0] == {"name": "cn-home<->us-west", "prefix": "198.18.1.0/24", "mtu": 1400,
+                        "initcwnd": 690, "initrwnd": 690, "cwnd_clamp": 1035, "congctl": "bbr"}
+    # us-west<->us-east: 100 Mbit/s x 75 ms = 690 segments too; its MTU is the interface's.
+    assert tuned[1]["mtu"] == 1400 and tuned[1]["initcwnd"] == 690
+    # A small first flight: 64 KiB = 49 segments, whatever the BDP; never below the kernel's 10.
+    assert pm.effective_path_routes(routes, 1400, first_flight_bytes=65536)[0]["initcwnd"] == 49
+    assert pm.effective_path_routes(routes, 1400, first_flight_bytes=1000)[0]["initcwnd"] == 10
+    # Nothing asked: the routes carry no TCP attribute; without rate and RTT no window either.
+    assert set(pm.effective_path_routes(routes, 1400)[0]) == {"name", "prefix", "mtu"}
+    bare = pm.effective_path_routes([{"prefix": "203.0.113.0/24"}], None, first_flight_bytes=1048576,
+                                    cwnd_clamp_bdp=1)
+    assert bare == [{"name": "203.0.113.0/24", "prefix": "203.0.113.0/24", "initcwnd": 719, "initrwnd": 719}]

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, longhaul.trainnet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Per-destination path MTU filters: which remote prefixes get which route MTU.
+"""Per-destination route filters: which remote prefixes get which route MTU and TCP attributes.
 
 Documentation of each filter is in the YAML file of the same name next to this one
 (site_path_routes.yml, effective_path_routes.yml). The routes they produce are what the
@@ -12,8 +12,16 @@ path_routes module installs (plugins/module_utils/path_routes.py holds its logic
 from __future__ import annotations
 
 import ipaddress
+import math
 
 from ansible.errors import AnsibleFilterError
+
+# TCP/IP headers between an MTU and its MSS (IPv4; the module adds 20 more for IPv6).
+TCP_IP_HEADERS = 40
+# The kernel's initial window without a route attribute (RFC 6928).
+KERNEL_INITCWND = 10
+# path_routes' range for initcwnd/initrwnd.
+WINDOW_MAX = 4096
 
 
 def _prefixes(site, entry):
@@ -35,9 +43,11 @@ def _prefixes(site, entry):
 def site_path_routes(wan_links, sites, site):
     """Routes from one site to the others with each link's path MTU.
 
-    ``wan_links`` are the link matrix entries ({sites: [a, b], mtu, ...}); ``sites`` maps a site
-    to {lan: prefix(es)}; ``site`` is the host's own site. Every link of that site that records
-    an ``mtu`` gives one route per LAN prefix of the other end: {name, prefix, mtu}.
+    ``wan_links`` are the link matrix entries ({sites: [a, b], delay_ms, jitter_ms, rate_mbit,
+    mtu, ...}); ``sites`` maps a site to {lan: prefix(es)}; ``site`` is the host's own site.
+    Every link of that site gives one route per LAN prefix of the other end: {name, prefix,
+    mtu (when the link records one), bandwidth_mbps, rtt_ms (2 x (delay + jitter), when the
+    link records them)}.
     """
     if not isinstance(sites, dict):
         raise AnsibleFilterError("site_path_routes: sites must be a dict of site -> {lan}, got %s"
@@ -51,18 +61,30 @@ def site_path_routes(wan_links, sites, site):
         if not isinstance(ends, (list, tuple)) or len(ends) != 2:
             raise AnsibleFilterError("site_path_routes: WAN link at index %d: sites must be a list of "
                                      "two site names, got %r" % (index, ends))
-        if site not in ends or link.get("mtu") is None:
+        if site not in ends:
             continue
         other = ends[1] if ends[0] == site else ends[0]
         if other not in sites:
             raise AnsibleFilterError("site_path_routes: WAN link %s<->%s names site %r, which sites "
                                      "does not have" % (ends[0], ends[1], other))
-        mtu = link["mtu"]
-        if isinstance(mtu, bool) or not isinstance(mtu, int):
-            raise AnsibleFilterError("site_path_routes: WAN link %s<->%s: mtu must be an integer, got %r"
-                                     % (ends[0], ends[1], mtu))
+        name = "%s<->%s" % (ends[0], ends[1])
+        mtu = link.get("mtu")
+        if mtu is not None and (isinstance(mtu, bool) or not isinstance(mtu, int)):
+            raise AnsibleFilterError("site_path_routes: WAN link %s: mtu must be an integer, got %r" % (name, mtu))
+        path = {}
+        if link.get("rate_mbit") is not None and link.get("delay_ms") is not None:
+            try:
+                path = {"bandwidth_mbps": float(link["rate_mbit"]),
+                        "rtt_ms": 2 * (float(link["delay_ms"]) + float(link.get("jitter_ms") or 0))}
+            except (TypeError, ValueError) as exc:
+                raise AnsibleFilterError("site_path_routes: WAN link %s: rate_mbit, delay_ms and jitter_ms "
+                                         "must be numbers (%s)" % (name, exc)) from exc
         for prefix in _prefixes(other, sites[other]):
-            routes.append({"name": "%s<->%s" % (ends[0], ends[1]), "prefix": prefix, "mtu": mtu})
+            route = {"name": name, "prefix": prefix}
+            if mtu is not None:
+                route["mtu"] = mtu
+            route.update(path)
+            routes.append(route)
     return routes
 
 
@@ -89,46 +111,89 @@ def _measured(results, host):
     return found
 
 
-def effective_path_routes(routes, interface_mtu=None, measured=None, host=None):
-    """The routes to install: inventory routes, with measured path MTUs filled in.
+def path_window_segments(route, mss, first_flight_bytes):
+    """Initial window (segments) for a new connection on one path: enough to send
+    ``first_flight_bytes`` in the first round trip, but never more than the path's
+    bandwidth-delay product (a larger burst only fills the bottleneck queue) and never less than
+    the kernel's 10. None when ``first_flight_bytes`` is 0 (the kernel's default)."""
+    if not first_flight_bytes:
+        return None
+    segments = math.ceil(first_flight_bytes / mss)
+    bdp = bdp_segments(route, mss)
+    if bdp is not None:
+        segments = min(segments, bdp)
+    return max(KERNEL_INITCWND, min(segments, WINDOW_MAX))
+
+
+def bdp_segments(route, mss):
+    """The path's bandwidth-delay product in segments of ``mss`` bytes, None without a rate and RTT."""
+    if not route.get("bandwidth_mbps") or not route.get("rtt_ms"):
+        return None
+    return math.ceil(route["bandwidth_mbps"] * 1e6 / 8 * route["rtt_ms"] / 1000 / mss)
+
+
+def effective_path_routes(routes, interface_mtu=None, measured=None, host=None,
+                          first_flight_bytes=0, cwnd_clamp_bdp=0, congctl=""):
+    """The routes to install: inventory routes, with measured path MTUs and TCP attributes.
 
     Each route's MTU is the smallest known for its path: its own ``mtu``, any path MTU that
     ``measured`` (a measure results.json) found from ``host`` to an address inside the prefix,
     and ``interface_mtu`` (a route MTU above the interface's would make packets the interface
     cannot send whole). A measured peer that no inventory route covers gets a host route.
+    Routes with the path's rate and RTT (``bandwidth_mbps``, ``rtt_ms``) also get initcwnd and
+    initrwnd for ``first_flight_bytes`` (capped at the BDP) and, with ``cwnd_clamp_bdp`` > 0, a
+    congestion window cap of that many BDPs; every route gets ``congctl`` when it is set.
     """
+    for label, value in (("first_flight_bytes", first_flight_bytes), ("cwnd_clamp_bdp", cwnd_clamp_bdp)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise AnsibleFilterError("effective_path_routes: %s must be a number >= 0, got %r" % (label, value))
     if interface_mtu is not None and (isinstance(interface_mtu, bool) or not isinstance(interface_mtu, int)):
         raise AnsibleFilterError("effective_path_routes: interface_mtu must be an integer or None, got %r"
                                  % (interface_mtu,))
     result = []
     for index, route in enumerate(routes or []):
-        if not isinstance(route, dict) or "prefix" not in route or "mtu" not in route:
-            raise AnsibleFilterError("effective_path_routes: route at index %d needs prefix and mtu, "
-                                     "got %r" % (index, route))
+        if not isinstance(route, dict) or "prefix" not in route:
+            raise AnsibleFilterError("effective_path_routes: route at index %d needs a prefix, got %r"
+                                     % (index, route))
         try:
             network = ipaddress.ip_network(route["prefix"], strict=True)
         except (TypeError, ValueError) as exc:
             raise AnsibleFilterError("effective_path_routes: route at index %d: prefix %r is not a "
                                      "network prefix (%s)" % (index, route["prefix"], exc)) from exc
         result.append({"name": route.get("name") or route["prefix"], "prefix": str(network),
-                       "mtu": route["mtu"], "network": network})
+                       "mtu": route.get("mtu"), "network": network,
+                       "bandwidth_mbps": route.get("bandwidth_mbps"), "rtt_ms": route.get("rtt_ms")})
     for address, mtu, peer in _measured(measured, host):
         target = ipaddress.ip_address(address)
         covering = [r for r in result if r["network"].version == target.version and target in r["network"]]
         if covering:
             best = max(covering, key=lambda r: r["network"].prefixlen)
-            if mtu < best["mtu"]:
+            if best["mtu"] is None or mtu < best["mtu"]:
                 best["mtu"] = mtu
                 best["name"] = "%s (measured from %s)" % (best["name"], peer)
         else:
             network = ipaddress.ip_network(address)
             result.append({"name": "measured %s" % peer, "prefix": str(network), "mtu": mtu,
                            "network": network})
+    out = []
     for route in result:
-        if interface_mtu is not None and interface_mtu < route["mtu"]:
-            route["mtu"] = interface_mtu
-        del route["network"]
-    return result
+        mtu = route["mtu"]
+        if interface_mtu is not None and (mtu is None or interface_mtu < mtu):
+            mtu = interface_mtu
+        entry = {"name": route["name"], "prefix": route["prefix"]}
+        if mtu is not None:
+            entry["mtu"] = mtu
+        mss = (mtu or 1500) - TCP_IP_HEADERS
+        window = path_window_segments(route, mss, first_flight_bytes)
+        if window is not None:
+            entry["initcwnd"] = entry["initrwnd"] = window
+        bdp = bdp_segments(route, mss)
+        if cwnd_clamp_bdp and bdp is not None:
+            entry["cwnd_clamp"] = max(2, math.ceil(cwnd_clamp_bdp * bdp))
+        if congctl:
+            entry["congctl"] = congctl
+        out.append(entry)
+    return out
 
 
 class FilterModule(object):
