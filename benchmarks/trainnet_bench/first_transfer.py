@@ -3,9 +3,9 @@
 Run on two lab hosts with `python3 -I -c <this file's source>` (see argv helpers below), so the
 hosts need no copy of the repository:
 
-    server ADDRESS PORT SECONDS   accept connections until SECONDS pass; for each, read until the
-                                  client closes its side, then answer one JSON line
-                                  {"bytes": n, "last_byte_at": unix time of the last byte}
+    server ADDRESS PORT SECONDS [MAX]   accept connections until SECONDS pass (or MAX were
+                                  served); for each, read until the client closes its side, then
+                                  answer one JSON line {"bytes": n, "last_byte_at": unix time}
     client ADDRESS PORT BYTES COUNT   COUNT connections one after another, each sending BYTES;
                                   one JSON line per connection {"conn", "bytes", "delivered_ms",
                                   "connect_ms"} or {"conn", "error"}
@@ -28,7 +28,7 @@ CHUNK = 65536
 TIMEOUT_S = 30.0
 
 
-def serve(address: str, port: int, seconds: float) -> int:
+def serve(address: str, port: int, seconds: float, max_connections: int = 0) -> int:
     deadline = time.monotonic() + seconds
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as listener:
@@ -36,7 +36,7 @@ def serve(address: str, port: int, seconds: float) -> int:
         listener.bind((address, port))
         listener.listen(8)
         served = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (max_connections and served >= max_connections):
             listener.settimeout(max(0.1, deadline - time.monotonic()))
             try:
                 conn, _peer = listener.accept()
@@ -98,11 +98,11 @@ def client(address: str, port: int, size: int, count: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 4 and argv[0] == "server":
-        return serve(argv[1], int(argv[2]), float(argv[3]))
+    if len(argv) in (4, 5) and argv[0] == "server":
+        return serve(argv[1], int(argv[2]), float(argv[3]), int(argv[4]) if len(argv) == 5 else 0)
     if len(argv) == 5 and argv[0] == "client":
         return client(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
-    print("usage: server ADDRESS PORT SECONDS | client ADDRESS PORT BYTES COUNT", file=sys.stderr)
+    print("usage: server ADDRESS PORT SECONDS [MAX] | client ADDRESS PORT BYTES COUNT", file=sys.stderr)
     return 2
 
 
@@ -110,8 +110,9 @@ def source() -> str:
     return Path(__file__).read_text()
 
 
-def server_argv(address: str, port: int, seconds: float, python: str = "python3") -> list[str]:
-    return [python, "-I", "-c", source(), "server", address, str(port), str(seconds)]
+def server_argv(address: str, port: int, seconds: float, python: str = "python3",
+                max_connections: int = 0) -> list[str]:
+    return [python, "-I", "-c", source(), "server", address, str(port), str(seconds), str(max_connections)]
 
 
 def client_argv(address: str, port: int, size: int, count: int, python: str = "python3") -> list[str]:

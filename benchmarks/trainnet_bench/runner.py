@@ -225,13 +225,15 @@ class Runner:
             results[scenario.id] = self.measure_scenario(scenario, index, phase)
         return results
 
-    def apply_role(self) -> dict:
+    def apply_role(self, extra_vars: dict | None = None) -> dict:
         """Run the real data_plane role on both lab containers (containers.podman.podman)."""
         playbook = shutil.which("ansible-playbook") or str(REPO / ".venv" / "bin" / "ansible-playbook")
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), LANG="C.UTF-8",
                    ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
         env.setdefault("CONTAINERS_CONF", str(REPO / "lab" / "containers.conf"))
         argv = [playbook, "-i", str(INVENTORY), str(PLAYBOOK)]
+        if extra_vars:
+            argv += ["-e", json.dumps(extra_vars)]
         self.log("applying the data_plane role: " + " ".join(argv))
         started = time.monotonic()
         completed = subprocess.run(argv, cwd=str(REPO), env=env, capture_output=True, text=True,
