@@ -93,7 +93,7 @@ def write(data: dict, out: Path) -> None:
               f"iperf3 {data['duration_s']} s. Per-route variables: `{json.dumps(route_tuning.PER_ROUTE_VARS)}`.", ""]
     if data.get("error"):
         header += [f"**Stopped early: {data['error']}**", ""]
-    (out / "results.md").write_text("\n".join(header) + route_tuning.markdown(rows, data.get("lan")))
+    (out / "results.md").write_text("\n".join(header) + "\n" + route_tuning.markdown(rows, data.get("lan")))
     for metric in ("throughput", "retransmit", "delivery-1048576", "delivery-16777216"):
         (out / f"{metric}.svg").write_text(route_tuning.chart(rows, metric))
 
@@ -115,7 +115,7 @@ def main() -> int:
             "load_at_start": os.getloadavg()[0], "reps": args.reps, "duration_s": args.duration,
             "scenarios": [s.to_dict() for s in scenarios], "phases": {p: {} for p in route_tuning.PHASES},
             "roles": []}
-    far_prefix = SITES["far"]["lan"]
+    far_prefix, near_prefix = SITES["far"]["lan"], SITES["near"]["lan"]
     try:
         left = runner.teardown()
         if left:
@@ -126,8 +126,11 @@ def main() -> int:
             for index, scenario in enumerate(scenarios):
                 runner.set_link(scenario, index)
                 if phase == "per-route":
+                    # Each host gets the route to the other site (its own LAN is connected).
                     variables = dict(route_tuning.PER_ROUTE_VARS,
-                                     data_plane_path_routes=[route_tuning.route_for(scenario, far_prefix)])
+                                     bench_routes={CLIENT: [route_tuning.route_for(scenario, far_prefix)],
+                                                   SERVER: [route_tuning.route_for(scenario, near_prefix)]},
+                                     data_plane_path_routes="{{ bench_routes[inventory_hostname] }}")
                     data["roles"].append(runner.apply_role(variables))
                     if index == 0:
                         data["lan"] = lan_evidence(runner)

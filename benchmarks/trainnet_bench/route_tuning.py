@@ -96,6 +96,11 @@ def summarize(results: dict, scenarios: list[dict]) -> list[dict]:
     return rows
 
 
+def floor_ms(size: int, rtt_ms: float) -> float:
+    """The fastest a new connection can deliver ``size`` bytes: handshake, one way, serialization."""
+    return 1.5 * rtt_ms + size * 8 / (RATE_MBIT * 1e6) * 1000
+
+
 def fmt(value, digits=1, suffix=""):
     return "–" if value is None else f"{value:.{digits}f}{suffix}"
 
@@ -109,16 +114,19 @@ def markdown(rows: list[dict], lan: dict | None = None) -> str:
             s = row["phases"].get(phase)
             cells.append(f"{fmt(s['throughput_mbps'])} ({fmt(s['retransmit_pct'], 2)})" if s else "–")
         lines.append(f"| {row['title']} | " + " | ".join(cells) + f" | {row['loss'] * 100 + 0.3:.2f} % |")
-    lines += ["", "Time to deliver on a new connection, from connect() to the last byte (median; RTTs of the path):", ""]
+    lines += ["", "Time to deliver on a new connection, from connect() to the last byte (median; RTTs of the path). "
+              "Floor: the handshake (1 RTT), half an RTT of flight and the bytes at the link rate.", ""]
     head = " | ".join(PHASES)
-    lines += [f"| profile | size | {head} |", "| --- | --- |" + " --- |" * len(PHASES)]
+    lines += [f"| profile | size | {head} | floor |", "| --- | --- |" + " --- |" * (len(PHASES) + 1)]
     for row in rows:
         for size in TRANSFERS:
             cells = []
             for phase in PHASES:
                 d = (row["phases"].get(phase) or {}).get("delivery", {}).get(str(size))
                 cells.append(f"{fmt(d['ms'], 0)} ms ({fmt(d['rtts'], 2)} RTT)" if d and d["ms"] is not None else "–")
-            lines.append(f"| {row['title']} | {size // 1048576} MiB | " + " | ".join(cells) + " |")
+            floor = floor_ms(size, row["rtt_ms"])
+            lines.append(f"| {row['title']} | {size // 1048576} MiB | " + " | ".join(cells)
+                         + f" | {floor:.0f} ms ({floor / row['rtt_ms']:.2f} RTT) |")
     if lan:
         lines += ["", "LAN inside the site (per-route phase): " + ", ".join(f"{k} {v}" for k, v in lan.items())]
     return "\n".join(lines) + "\n"

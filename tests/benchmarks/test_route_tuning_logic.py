@@ -44,6 +44,8 @@ def test_summary_in_rtts_table_and_charts():
     table = rt.markdown(rows, {"default congestion control": "cubic"})
     assert "| 3.1 (2.50) | 44.0 (2.40) | 45.0 (1.10) | 1.30 % |" in table
     assert "420 ms (2.80 RTT)" in table and "| – | – | – |" in table
+    # 1 MiB at 50 Mbit/s is 168 ms on the wire: with the handshake and one way, 2.62 RTT at 150 ms.
+    assert "| 393 ms (2.62 RTT) |" in table
     assert "LAN inside the site (per-route phase): default congestion control cubic" in table
     svg = rt.chart(rows, "delivery-1048576")
     assert svg.startswith("<svg") and "per-route: 2.80 RTT" in svg and "untuned: n/a" in svg
