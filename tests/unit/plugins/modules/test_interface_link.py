@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import CommandResult
 from ansible_collections.longhaul.trainnet.plugins.modules import interface_link
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
-    AnsibleExitJson, AnsibleFailJson, capture_warnings, fake_get_bin_path, patch_module, patch_module_args,
+    capture_warnings, fake_get_bin_path, patch_module, run_with_args,
     read_fixture,
 )
 
@@ -250,15 +250,7 @@ def unit_name(env, name="d0"):
 
 
 def run_module(args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises((AnsibleExitJson, AnsibleFailJson)) as info:
-            interface_link.main()
-    return info.type is AnsibleExitJson, info.value.args[0]
+    return run_with_args(interface_link.main, args, check_mode, diff)
 
 
 # --- happy paths ----------------------------------------------------------------------------

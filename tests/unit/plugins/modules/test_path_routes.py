@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import CommandResult
 from ansible_collections.longhaul.trainnet.plugins.modules import path_routes
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
-    AnsibleExitJson, AnsibleFailJson, capture_warnings, fake_get_bin_path, patch_module, patch_module_args,
+    capture_warnings, fake_get_bin_path, patch_module, run_with_args,
 )
 
 BINS = {"ip": "/usr/sbin/ip", "ping": "/usr/bin/ping"}
@@ -110,15 +110,7 @@ def fake(monkeypatch):
 
 
 def run_module(args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises((AnsibleExitJson, AnsibleFailJson)) as info:
-            path_routes.main()
-    return isinstance(info.value, AnsibleExitJson), info.value.args[0]
+    return run_with_args(path_routes.main, args, check_mode, diff)
 
 
 WANTED = [{"prefix": "198.18.3.0/24", "mtu": 1280, "name": "cn-home<->us-east", "initcwnd": 300,

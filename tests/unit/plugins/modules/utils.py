@@ -91,3 +91,21 @@ def run_main(main):
     except (AnsibleExitJson, AnsibleFailJson) as exc:
         return exc.args[0]
     raise AssertionError('module did not exit')  # pragma: no cover
+
+
+def run_with_args(main, args, check_mode=False, diff=False):
+    """Call a module's main() with `args` (and check/diff mode) as Ansible passes them; return
+    (succeeded, result dict). exit_json/fail_json must already be patched (patch_module)."""
+    args = dict(args)
+    if check_mode:
+        args['_ansible_check_mode'] = True
+    if diff:
+        args['_ansible_diff'] = True
+    with patch_module_args(args):
+        try:
+            main()
+        except AnsibleExitJson as exc:
+            return True, exc.args[0]
+        except AnsibleFailJson as exc:
+            return False, exc.args[0]
+    raise AssertionError('module did not exit')  # pragma: no cover
