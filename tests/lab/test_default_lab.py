@@ -422,8 +422,8 @@ def test_a_path_below_the_interface_mtu_gets_a_route_of_its_own(lab, tmp_path, f
     ICMP (50 Mbit/s, 150 ms RTT, no random loss) while the tuned hosts keep their 1400-byte interface:
     measure.yml finds the path MTU (and the stall); tune.yml, given that results.json, gives cn-gpu1's
     route to us-east that MTU (advmss 1240 makes use-gpu1 send segments that fit as well); measure.yml
-    then shows >= 0.85 of the link rate both ways. 20 s runs: BBR's start-up at 150 ms is a second of
-    the 10 s default. The link and the routes are put back afterwards (tune.yml without the results)."""
+    then shows >= 0.85 of the link rate both ways. 30 s runs: BBR's start-up at 150 ms costs a second
+    or two of the 10 s default, and 20 s runs came within 1 % of the bound (42.9 Mbit/s once). The link and the routes are put back afterwards (tune.yml without the results)."""
     pairs = [("cn-gpu1", "use-gpu1"), ("use-gpu1", "cn-gpu1")]
     rate = 50
     tune = ["ansible-playbook", "-i", "inventories/lab", "playbooks/tune.yml", "-e",
@@ -437,7 +437,7 @@ def test_a_path_below_the_interface_mtu_gets_a_route_of_its_own(lab, tmp_path, f
         assert tuned.returncode == 0, (tuned.stdout + tuned.stderr)[-3000:]
         route = on(lab, "cn-gpu1", "ip route show 198.18.3.0/24 proto 250").stdout
         assert "mtu 1280 advmss 1240" in route, route
-        after, _ = measure(tmp_path, "after", pairs, 20)
+        after, _ = measure(tmp_path, "after", pairs, 30)
     finally:
         lab.reset_link("cn-home", "us-east")
         restored = run(tune, 900)
