@@ -280,7 +280,7 @@ def plan_routes(wanted, live, protocol, locks=None):
             before = _live_state(current, locks.get(prefix, frozenset()))
             if before["other_metrics"] or {k: before[k] for k in STATE_KEYS} != route_state(route):
                 actions.append({"action": ACTION_REPLACE, "route": route, "before": before})
-    wanted_prefixes = {r["prefix"] for r in routes} | {str(ipaddress.ip_network(i["prefix"])) for i in wanted}
+    wanted_prefixes = {str(ipaddress.ip_network(i["prefix"])) for i in wanted}
     for prefix in sorted(own):
         if prefix not in wanted_prefixes:
             actions.append({"action": ACTION_DELETE, "route": None,

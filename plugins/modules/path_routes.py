@@ -319,8 +319,7 @@ class PathRoutes(object):
             errors = self.congctl_errors(wanted)
         if errors:
             self.module.fail_json(msg="; ".join(errors))
-        families = {ipaddress.ip_network(r["prefix"]).version for r in wanted} | {4}
-        families.add(6)  # routes of this protocol may exist in either family
+        families = {4, 6}  # routes of this protocol may exist in either family
         before_live = self.read_live(families)
         plan = plan_routes(wanted, before_live, self.protocol, self.read_locks(families))
         if plan["errors"]:
