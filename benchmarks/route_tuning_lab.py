@@ -9,7 +9,9 @@ Builds the benchmark's two-site lab (trainnet-labbench: near1 sends, far1 receiv
 phase (trainnet_bench/route_tuning.py: untuned, per-route, global, in that order: the per-route
 phase starts from the Debian default congestion control, which it leaves to the LAN) and each link
 profile (50 Mbit/s; 150 and 200 ms; 0.1 % and 1 % loss; Bernoulli and bursty): iperf3 bulk
-(--reps x --duration s) and new-connection deliveries of 1 MiB (x3) and 16 MiB (x1). The per-route
+(--reps x --duration s) with the emulator's queue drops, and new-connection deliveries of 1 MiB
+(pushed x3, pulled x3) and 16 MiB (pushed x1); on a clean 100 Mbit/s profile only the
+deliveries. Each sample starts from flushed TCP metrics and one small connection. The per-route
 phase applies the data_plane role once per profile, with that path's rate and RTT on the route to
 far1's site. Writes results.json, results.md and the charts to --out (default
 benchmarks/results/route_tuning); the lab always comes down.
@@ -29,43 +31,62 @@ from trainnet_bench.runner import CLIENT, SERVER, SITES, Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSFER_PORT = 7010
-TRANSFER_COUNTS = {1_048_576: 3, 16_777_216: 1}
+WARM_UP_PORT = 7011
 # A slow untuned flow at 1 % loss moves 16 MiB in about a minute; nothing runs longer than this.
 TRANSFER_LIMIT_S = 240
 
 
+def fresh_start(runner: Runner) -> None:
+    """Each sample starts from empty TCP metrics, then one small connection, as every connection
+    to a peer but the first after boot: a route's cwnd cap reaches a connection only through
+    the TCP metrics entry of its destination (tcp_init_metrics), which a closed connection
+    leaves behind when metrics saving is on. Cached ssthresh is off by default since Linux 5.7
+    (tcp_no_ssthresh_metrics_save)."""
+    runner.flush_tcp_metrics()
+    server = runner.address(SERVER)
+    with runner.lab.serving(SERVER, first_transfer.server_argv(server, WARM_UP_PORT, 20, max_connections=1),
+                            WARM_UP_PORT, seconds=25):
+        runner.run_on(CLIENT, ["timeout", "15", *first_transfer.client_argv(server, WARM_UP_PORT, 1000, 1)],
+                      timeout=20)
+    time.sleep(0.3)  # the TIME_WAIT side writes its metrics as it closes
+
+
 def transfers(runner: Runner) -> list[dict]:
     server = runner.address(SERVER)
-    count = sum(TRANSFER_COUNTS.values())
+    count = sum(times for _mode, _size, times in route_tuning.TRANSFERS)
     out = []
-    with runner.lab.serving(SERVER, first_transfer.server_argv(server, TRANSFER_PORT, TRANSFER_LIMIT_S + 10,
-                                                               max_connections=count),
-                            TRANSFER_PORT, seconds=TRANSFER_LIMIT_S + 15):
-        for size, times in TRANSFER_COUNTS.items():
-            runner.flush_tcp_metrics()
+    for mode, size, times in route_tuning.TRANSFERS:
+        fresh_start(runner)
+        with runner.lab.serving(SERVER, first_transfer.server_argv(server, TRANSFER_PORT, TRANSFER_LIMIT_S + 10,
+                                                                   max_connections=times),
+                                TRANSFER_PORT, seconds=TRANSFER_LIMIT_S + 15):
             done = runner.run_on(CLIENT, ["timeout", str(TRANSFER_LIMIT_S),
-                                          *first_transfer.client_argv(server, TRANSFER_PORT, size, times)],
+                                          *first_transfer.client_argv(server, TRANSFER_PORT, size, times, mode=mode)],
                                  timeout=TRANSFER_LIMIT_S + 10)
-            lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-            if len(lines) < times:
-                lines += [{"bytes": size, "error": f"no answer (rc {done.returncode})"}] * (times - len(lines))
-            out += [dict(record, bytes=size) for record in lines]
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if len(lines) < times:
+            lines += [{"mode": mode, "error": f"no answer (rc {done.returncode})"}] * (times - len(lines))
+        out += [dict(record, bytes=size, mode=mode) for record in lines]
+    assert len(out) == count
     return out
 
 
 def measure(runner: Runner, scenario, index: int, phase: str, reps: int) -> dict:
     runner.log(f"[{phase}] {scenario.title}")
     entry = {"bulk": [], "transfers": [], "load_before": os.getloadavg()}
-    for rep in range(reps):
-        runner.flush_tcp_metrics()
+    for rep in range(reps if scenario.kind == "throughput" else 0):
+        fresh_start(runner)
+        before = runner.counters()
         sample = runner.iperf3(scenario)
+        # near1 sends: the near->far direction's emulator counters over the sample.
+        sample["link"] = runner.counter_delta(before, runner.counters()).get("near->far", {})
         sample["rep"] = rep
         entry["bulk"].append(sample)
         runner.log(f"  bulk {sample.get('throughput_mbps')} Mbit/s, retrans {sample.get('retransmit_pct')} %, "
-                   f"cc {sample.get('congestion_control')}")
+                   f"queue drops {route_tuning.queue_drop_pct(sample)} %, cc {sample.get('congestion_control')}")
     entry["transfers"] = transfers(runner)
-    runner.log("  deliveries: " + ", ".join(f"{t['bytes'] // 1048576} MiB {t.get('delivered_ms', t.get('error'))}"
-                                            for t in entry["transfers"]))
+    runner.log("  deliveries: " + ", ".join(f"{t['mode']} {t['bytes'] // 1048576} MiB "
+                                            f"{t.get('delivered_ms', t.get('error'))}" for t in entry["transfers"]))
     entry["routes"] = runner.run_on(CLIENT, ["ip", "route", "show", "proto", "250"], timeout=15).stdout
     entry["host"] = runner.host_conditions(CLIENT)
     return entry
@@ -94,13 +115,15 @@ def write(data: dict, out: Path) -> None:
     if data.get("error"):
         header += [f"**Stopped early: {data['error']}**", ""]
     (out / "results.md").write_text("\n".join(header) + "\n" + route_tuning.markdown(rows, data.get("lan")))
-    for metric in ("throughput", "retransmit", "delivery-1048576", "delivery-16777216"):
+    for old in out.glob("*.svg"):
+        old.unlink()
+    for metric in route_tuning.CHARTS:
         (out / f"{metric}.svg").write_text(route_tuning.chart(rows, metric))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="150 ms, 1 %% loss only (Bernoulli and bursty)")
+    parser.add_argument("--quick", action="store_true", help="150 ms, 1 %% loss only (Bernoulli and bursty), and the clean delivery profile")
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--duration", type=int, default=20, help="iperf3 seconds per sample (default 20)")
     parser.add_argument("--seed", type=int, default=42)

@@ -38,13 +38,16 @@ IPV6_TCP_HEADERS = 60
 
 # The TCP attributes a route may carry besides mtu/advmss: option name -> (ip keyword, key in
 # ``ip -j`` metrics, smallest, largest). cwnd_clamp is rendered ``cwnd lock N``: without the
-# lock the kernel ignores it; locked, it caps the congestion window of every connection that way.
+# lock the kernel ignores it; locked, it caps the congestion window of connections that way once
+# the destination has a TCP metrics entry (tcp_init_metrics() reads the cap from there), which
+# needs NO_METRICS_SAVE at 0.
 TCP_ATTRIBUTES = {
     "initcwnd": ("initcwnd", "initcwnd", 1, 4096),
     "initrwnd": ("initrwnd", "initrwnd", 1, 4096),
     "cwnd_clamp": ("cwnd", "cwnd", 2, 65535),
 }
 CONGCTL = ("congctl", "congestion")
+NO_METRICS_SAVE = "/proc/sys/net/ipv4/tcp_no_metrics_save"
 ROUTE_KEYS = ("prefix", "mtu", "name", "congctl") + tuple(sorted(TCP_ATTRIBUTES))
 # Metrics the module sets; any other metric on one of its routes is drift.
 OWNED_METRICS = ("mtu", "advmss", "initcwnd", "initrwnd", "cwnd", "congestion")

@@ -179,8 +179,8 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.interface_link i
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import icmp_payload
 from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capability import CC_AVAILABLE
 from ansible_collections.longhaul.trainnet.plugins.module_utils.path_routes import (
-    ACTION_DELETE, congctl_problem, covering_route, drift_lines, parse_locks, parse_routes,
-    plan_routes, render_state, route_argv, validate_wanted,
+    ACTION_DELETE, NO_METRICS_SAVE, congctl_problem, covering_route, drift_lines, parse_locks,
+    parse_routes, plan_routes, render_state, route_argv, validate_wanted,
 )
 
 LIMIT_IP = 30
@@ -319,6 +319,13 @@ class PathRoutes(object):
             errors = self.congctl_errors(wanted)
         if errors:
             self.module.fail_json(msg="; ".join(errors))
+        clamped = [r["prefix"] for r in wanted if r.get("cwnd_clamp")]
+        if clamped and read_text(NO_METRICS_SAVE).strip() == "1":
+            # tcp_init_metrics() copies a locked route cwnd only from the destination's TCP metrics
+            # entry, which the kernel never writes with metrics saving off.
+            self.module.warn("cwnd_clamp on %s has no effect while net.ipv4.tcp_no_metrics_save=1: the kernel "
+                             "applies a route's cwnd cap through the TCP metrics it saves per destination"
+                             % ", ".join(clamped))
         families = {4, 6}  # routes of this protocol may exist in either family
         before_live = self.read_live(families)
         plan = plan_routes(wanted, before_live, self.protocol, self.read_locks(families))

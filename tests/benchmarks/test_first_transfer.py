@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from trainnet_bench import first_transfer
 
 
@@ -19,22 +21,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_delivers_every_byte_and_times_it():
+@pytest.mark.parametrize("mode", first_transfer.MODES)
+def test_delivers_every_byte_and_times_it(mode):
     port = free_port()
-    server = subprocess.Popen(first_transfer.server_argv("127.0.0.1", port, 20, python=sys.executable),
+    server = subprocess.Popen(first_transfer.server_argv("127.0.0.1", port, 20, python=sys.executable,
+                                                         max_connections=2),
                               stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)
-        client = subprocess.run(first_transfer.client_argv("127.0.0.1", port, 1_048_576, 2, python=sys.executable),
+        client = subprocess.run(first_transfer.client_argv("127.0.0.1", port, 1_048_576, 2, python=sys.executable,
+                                                           mode=mode),
                                 capture_output=True, text=True, timeout=60, check=True)
         records = [json.loads(line) for line in client.stdout.splitlines()]
+        # The server stops by itself after its two connections and says how many it served.
+        served = json.loads(server.communicate(timeout=20)[0])
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        if server.poll() is None:
+            server.terminate()
+            server.wait(timeout=10)
+    assert served == {"served": 2}
     assert [r["conn"] for r in records] == [0, 1]
     for record in records:
         assert "error" not in record, record
-        assert record["bytes"] == 1_048_576
+        assert record["bytes"] == 1_048_576 and record["mode"] == mode
         assert 0 <= record["connect_ms"] <= record["delivered_ms"] < 10_000
 
 

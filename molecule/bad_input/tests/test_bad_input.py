@@ -58,6 +58,15 @@ BAD_INPUTS = [
       "data_plane_manage_path_routes"]),
     ("path-route-prefix-with-host-bits", {"data_plane_path_routes": [{"prefix": "198.51.100.1/24", "mtu": 1280}]},
      ["prefix '198.51.100.1/24' is not a network prefix"]),
+    # A route's cwnd cap reaches connections only through saved TCP metrics: asking for it with
+    # metrics saving off (the default) would change nothing, so preflight says what to set.
+    # Half the default receive buffer, in whole segments, is the first window: exactly twice the
+    # first flight leaves its last segment a round trip behind.
+    ("first-flight-above-half-the-receive-buffer", {"data_plane_path_route_first_flight_bytes": 1048576,
+                                                    "data_plane_tcp_rmem_default": 2097152},
+     ["data_plane_tcp_rmem_default=2097152 is too small for", "raise data_plane_tcp_rmem_default to at least 2099952"]),
+    ("cwnd-clamp-without-tcp-metrics", {"data_plane_path_route_cwnd_clamp_bdp": 1.5},
+     ["data_plane_path_route_cwnd_clamp_bdp=1.5 needs", "data_plane_tcp_no_metrics_save=0 (it is 1)"]),
 ]
 
 # The same inputs given to the modules ad hoc (`ansible HOST -m MODULE -a JSON`).

@@ -101,11 +101,11 @@ class FakeRoutes(object):
 @pytest.fixture
 def fake(monkeypatch):
     patch_module(monkeypatch, get_bin_path=fake_get_bin_path(BINS))
-    capture_warnings(monkeypatch)
     routes = FakeRoutes()
+    routes.warnings = capture_warnings(monkeypatch)
+    routes.files = {path_routes.CC_AVAILABLE: "reno cubic bbr", path_routes.NO_METRICS_SAVE: "0\n"}
     monkeypatch.setattr(path_routes, "run_bounded", routes.run_bounded)
-    monkeypatch.setattr(path_routes, "read_text",
-                        lambda path: "reno cubic bbr" if path == path_routes.CC_AVAILABLE else "")
+    monkeypatch.setattr(path_routes, "read_text", lambda path: routes.files.get(path, ""))
     return routes
 
 
@@ -165,3 +165,16 @@ def test_a_failed_replace_puts_back_what_was_done(fake):
     ok, res = run_module({"routes": [dict(WANTED[0], mtu=1400)]})
     assert not ok and "Nexthop has invalid gateway" in res["msg"]
     assert fake.table["198.18.3.0/24"]["metrics"]["mtu"] == 1280
+
+
+@pytest.mark.parametrize("no_metrics_save, clamp, warned", [("1\n", 900, True), ("0\n", 900, False), ("1\n", None, False)])
+def test_a_cwnd_cap_the_kernel_would_not_apply_is_warned_about(fake, no_metrics_save, clamp, warned):
+    # tcp_init_metrics() takes a route's locked cwnd from the destination's TCP metrics, which the
+    # kernel does not save with tcp_no_metrics_save=1: the route would carry a cap nothing uses.
+    fake.files[path_routes.NO_METRICS_SAVE] = no_metrics_save
+    ok, result = run_module({"routes": [dict(WANTED[0], cwnd_clamp=clamp)]}, check_mode=True)
+    assert ok and result["changed"]
+    cap_warnings = [w for w in fake.warnings if "cwnd_clamp" in w]
+    assert bool(cap_warnings) is warned, fake.warnings
+    if warned:
+        assert "198.18.3.0/24" in cap_warnings[0] and "net.ipv4.tcp_no_metrics_save=1" in cap_warnings[0]
