@@ -112,6 +112,9 @@ def write(data: dict, out: Path) -> None:
               f"Run {data['started']} - {data.get('finished', '?')}, {data.get('seconds', '?')} s, "
               f"commit {data.get('commit', '?')}, load {data.get('load_at_start')}, reps {data['reps']}, "
               f"iperf3 {data['duration_s']} s. Per-route variables: `{json.dumps(route_tuning.PER_ROUTE_VARS)}`.", ""]
+    for phase, run in (data.get("kept_phases") or {}).items():
+        header += [f"The {phase} phase comes from the run started {run['started']} (commit {run['commit']}), same "
+                   "profiles, repetitions and duration.", ""]
     if data.get("error"):
         header += [f"**Stopped early: {data['error']}**", ""]
     (out / "results.md").write_text("\n".join(header) + "\n" + route_tuning.markdown(rows, data.get("lan")))
@@ -128,7 +131,15 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=20, help="iperf3 seconds per sample (default 20)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "route_tuning")
+    parser.add_argument("--phases", default=",".join(route_tuning.PHASES),
+                        help="comma-separated phases to measure (default all three)")
+    parser.add_argument("--keep-from", type=Path, metavar="RESULTS_JSON",
+                        help="take the phases not measured from this earlier run's results.json (same profiles, "
+                             "reps and duration); the table names the run each phase came from")
     args = parser.parse_args()
+    phases = [p for p in ("untuned", "per-route", "global") if p in args.phases.split(",")]
+    if not phases or set(args.phases.split(",")) - set(route_tuning.PHASES):
+        parser.error(f"--phases takes a comma-separated subset of {', '.join(route_tuning.PHASES)}")
     runner = Runner(args.out, smoke=False, reps=args.reps, duration=args.duration, seed=args.seed)
     scenarios = route_tuning.profiles(args.quick)
     runner.scenarios = scenarios
@@ -138,12 +149,23 @@ def main() -> int:
             "load_at_start": os.getloadavg()[0], "reps": args.reps, "duration_s": args.duration,
             "scenarios": [s.to_dict() for s in scenarios], "phases": {p: {} for p in route_tuning.PHASES},
             "roles": []}
+    if args.keep_from:
+        earlier = json.loads(args.keep_from.read_text())
+        same = (earlier.get("scenarios") == data["scenarios"] and earlier.get("reps") == args.reps
+                and earlier.get("duration_s") == args.duration)
+        if not same:
+            parser.error(f"{args.keep_from} measured other profiles, reps or duration")
+        data["kept_phases"] = {}
+        for phase in route_tuning.PHASES:
+            if phase not in phases and earlier["phases"].get(phase):
+                data["phases"][phase] = earlier["phases"][phase]
+                data["kept_phases"][phase] = {"started": earlier["started"], "commit": earlier.get("commit")}
     far_prefix, near_prefix = SITES["far"]["lan"], SITES["near"]["lan"]
     try:
         left = runner.teardown()
         if left:
             raise RuntimeError(f"a previous benchmark lab could not be removed: {left}")
-        for phase in ("untuned", "per-route", "global"):
+        for phase in phases:
             if phase == "global":
                 data["roles"].append(runner.apply_role({"data_plane_path_routes": []}))
             for index, scenario in enumerate(scenarios):
