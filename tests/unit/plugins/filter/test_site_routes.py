@@ -85,11 +85,15 @@ def test_tcp_attributes_follow_each_path():
     congestion window: BDPs of the path; congctl: the same on every WAN route."""
     routes = pm.site_path_routes(LINKS, SITES, "us-west")
     tuned = pm.effective_path_routes(routes, 1400, first_flight_bytes=1048576, cwnd_clamp_bdp=1.5, congctl="bbr")
-    # cn-home<->us-west: 50 Mbit/s x 150 ms = 937500 B = 690 segments of 1360 B, below 1 MiB's 772.
+    # cn-home<->us-west: 50 Mbit/s x 150 ms = 937500 B = 696 segments of 1348 data bytes (MTU 1400 less
+    # 40 B of headers and the 12 B timestamps option), below 1 MiB's 778.
     assert tuned[0] == {"name": "cn-home<->us-west", "prefix": "198.18.1.0/24", "mtu": 1400,
-                        "initcwnd": 690, "initrwnd": 690, "cwnd_clamp": 1035, "congctl": "bbr"}
-    # us-west<->us-east: 100 Mbit/s x 75 ms = 690 segments too; its MTU is the interface's.
-    assert tuned[1]["mtu"] == 1400 and tuned[1]["initcwnd"] == 690
+                        "initcwnd": 696, "initrwnd": 696, "cwnd_clamp": 1044, "congctl": "bbr"}
+    # us-west<->us-east: 100 Mbit/s x 75 ms = 696 segments too; its MTU is the interface's.
+    assert tuned[1]["mtu"] == 1400 and tuned[1]["initcwnd"] == 696
+    # A BDP above the first flight: 1 MiB in whole data segments, 778 x 1348 B >= 1048576 B.
+    fast = [dict(routes[0], bandwidth_mbps=100.0)]
+    assert pm.effective_path_routes(fast, 1400, first_flight_bytes=1048576)[0]["initcwnd"] == 778
     # A small first flight: 64 KiB = 49 segments, whatever the BDP; never below the kernel's 10.
     assert pm.effective_path_routes(routes, 1400, first_flight_bytes=65536)[0]["initcwnd"] == 49
     assert pm.effective_path_routes(routes, 1400, first_flight_bytes=1000)[0]["initcwnd"] == 10
@@ -97,4 +101,4 @@ def test_tcp_attributes_follow_each_path():
     assert set(pm.effective_path_routes(routes, 1400)[0]) == {"name", "prefix", "mtu"}
     bare = pm.effective_path_routes([{"prefix": "203.0.113.0/24"}], None, first_flight_bytes=1048576,
                                     cwnd_clamp_bdp=1)
-    assert bare == [{"name": "203.0.113.0/24", "prefix": "203.0.113.0/24", "initcwnd": 719, "initrwnd": 719}]
+    assert bare == [{"name": "203.0.113.0/24", "prefix": "203.0.113.0/24", "initcwnd": 725, "initrwnd": 725}]
