@@ -159,7 +159,9 @@ def main() -> int:
         for phase in route_tuning.PHASES:
             if phase not in phases and earlier["phases"].get(phase):
                 data["phases"][phase] = earlier["phases"][phase]
-                data["kept_phases"][phase] = {"started": earlier["started"], "commit": earlier.get("commit")}
+                # A phase the earlier run itself kept keeps naming the run that measured it.
+                data["kept_phases"][phase] = (earlier.get("kept_phases") or {}).get(phase) or {
+                    "started": earlier["started"], "commit": earlier.get("commit")}
     far_prefix, near_prefix = SITES["far"]["lan"], SITES["near"]["lan"]
     try:
         left = runner.teardown()
