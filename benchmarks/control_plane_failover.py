@@ -191,26 +191,50 @@ def soak(primary, seconds):
     return res
 
 
+def routing_state():
+    """What the master and the secondary route and see for the rendezvous address (kept in the
+    results, so a takeover that fails can be read back)."""
+    state = {}
+    for host in (MASTER, "trainnet-lab-use-anchor"):
+        state[host.replace("trainnet-lab-", "")] = {
+            "route": sh(pexec(host, "ip", "-o", "route", "get", RDV), 10, check=False).stdout.strip(),
+            "bfd": sh(pexec(host, "birdc", "show", "bfd", "sessions"), 15, check=False).stdout,
+            "bird_routes": sh(pexec(host, "birdc", "show", "route", "for", RDV, "all"), 15, check=False).stdout,
+        }
+    return state
+
+
 def takeover(primary):
     """The primary anchor dies (its tunnels and BIRD stop): the secondary must answer for the
     rendezvous address; then it comes back and the master's route must return to it."""
     total = 20.0
+    # Start from a settled state: the last cut's failback done, every master BFD session Up.
+    wait_bfd()
+    for _ in range(300):  # bounded: 30 s at 100 ms
+        if route_dev() == primary:
+            break
+        time.sleep(0.1)
     # While the primary lives, the secondary relays to it (its takeover route is only a fallback).
     before = sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV), 10).stdout.split()[0]
+    state_before = routing_state()
     ping = subprocess.Popen(pexec(MASTER, "ping", "-D", "-n", "-i", "0.01", "-c", str(int(total * 100) + 100),
                                   "-W", "1", "-w", str(int(total) + 2), RDV),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    poll = subprocess.Popen(pexec(MASTER, "python3", "-I", "-c", ROUTE_POLL, RDV, str(total)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3.0)
     stop = time.time()
     sh(pexec(ANCHOR, "systemctl", "stop", "bird.service", "trainnet-wg@*.service"), 30)
     p_out, _ = ping.communicate(timeout=total + 30)
-    replies = fo.parse_ping(p_out)
-    after = [r for r in replies if r["send"] > stop]
-    res = {"outage_ms": fo.longest_gap([r["recv"] for r in replies], stop, stop + total),
-           "answered_after": len(after),
-           "secondary_route_before": before,
-           "master_route": route_dev(),
-           "secondary_route": sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV), 10).stdout.split()[0]}
+    r_out, _ = poll.communicate(timeout=total + 30)
+    window_end = time.time()
+    res = fo.analyze_takeover(fo.parse_ping(p_out), fo.parse_route_samples(r_out), stop, window_end, primary)
+    res.update({"secondary_route_before": before,
+                "master_route": route_dev(),
+                "secondary_route": sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV),
+                                      10).stdout.split()[0],
+                "state_before": state_before,
+                "state_after": routing_state()})
     start = time.time()
     sh(pexec(ANCHOR, "bash", "-c", "systemctl start bird.service; for f in /etc/trainnet/wireguard/*.env; do "
              "systemctl start trainnet-wg@$(basename $f .env).service; done"), 60)

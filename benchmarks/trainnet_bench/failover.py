@@ -119,6 +119,40 @@ def analyze_route(samples: list[tuple[float, str]], cut: float, restore: float,
     }
 
 
+def analyze_takeover(replies: list[dict], samples: list[tuple[float, str]], stop: float, end: float,
+                     primary_dev: str) -> dict:
+    """Figures of a takeover (the primary anchor stopped at `stop`, watched until `end`).
+
+    - outage_ms: longest silence between replies from `stop` on, the silence after the last reply
+      up to `end` included (a secondary that answers a moment and then falls silent is an outage,
+      not a success); None if nothing answered after `stop`;
+    - answered_after: replies to probes sent after `stop`;
+    - answering_at_end: a reply arrived in the last second of the window;
+    - master_route_switch_ms: first route sample after `stop` on another tunnel (wg-*) than
+      primary_dev;
+    - master_route_changes: the sequence of route devices seen from `stop` on (e.g. primary,
+      wg-use-anchor; an `eth0` in it means the master had no tunnel route to the address).
+    """
+    times = sorted(r["recv"] for r in replies)
+    after = [t for t in times if t > stop]
+    outage = None
+    if after:
+        outage = longest_gap(times, stop, end) or 0.0
+        outage = max(outage, (end - after[-1]) * 1000.0)
+    changes = []
+    for t, dev in samples:
+        if t >= stop and (not changes or changes[-1] != dev):
+            changes.append(dev)
+    switch = next((t for t, dev in samples if t >= stop and dev != primary_dev and dev.startswith("wg-")), None)
+    return {
+        "outage_ms": outage,
+        "answered_after": sum(1 for r in replies if r["send"] > stop),
+        "answering_at_end": bool(after) and after[-1] >= end - 1.0,
+        "master_route_switch_ms": None if switch is None else (switch - stop) * 1000.0,
+        "master_route_changes": changes,
+    }
+
+
 def parse_tcp_log(text: str) -> dict:
     """TCP echo client log: "S <t> <n>" sent, "R <t> <n>" echoed, "E <error>" the end state.
 

@@ -155,3 +155,36 @@ usw-gpu1                   : ok=44   changed=2    unreachable=0    failed=1    s
 """
     assert fo.parse_recap(text) == {"cn-master": {"ok": 75, "changed": 0, "unreachable": 0, "failed": 0},
                                     "usw-gpu1": {"ok": 44, "changed": 2, "unreachable": 0, "failed": 1}}
+
+
+def _replies(times, rtt=0.15):
+    return [{"recv": t, "send": t - rtt, "seq": i, "ttl": 64, "rtt_ms": rtt * 1000} for i, t in enumerate(times)]
+
+
+def test_takeover_that_answers_to_the_end():
+    stop, end = 10.0, 30.0
+    replies = _replies([9.8, 9.9, 10.05] + [10.6 + 0.01 * i for i in range(1940)])
+    samples = [(9.9, "wg-usw-anchor"), (10.2, "wg-usw-anchor"), (10.3, "wg-use-anchor"), (29.9, "wg-use-anchor")]
+    res = fo.analyze_takeover(replies, samples, stop, end, "wg-usw-anchor")
+    assert res["outage_ms"] == pytest.approx(550)
+    assert res["answering_at_end"] is True
+    assert res["master_route_switch_ms"] == pytest.approx(300)
+    assert res["master_route_changes"] == ["wg-usw-anchor", "wg-use-anchor"]
+
+
+def test_takeover_whose_secondary_falls_silent_is_an_outage_to_the_end():
+    """The CI failure of stop 20: a few replies right after the stop, then nothing, and the master
+    left without a tunnel route. The silence up to the window's end is the outage."""
+    stop, end = 10.0, 30.0
+    replies = _replies([9.9] + [10.0 + 0.01 * i for i in range(1, 17)])
+    samples = [(10.05, "wg-usw-anchor"), (10.4, "eth0"), (29.9, "eth0")]
+    res = fo.analyze_takeover(replies, samples, stop, end, "wg-usw-anchor")
+    assert res["outage_ms"] == pytest.approx((end - 10.16) * 1000)
+    assert res["answering_at_end"] is False
+    assert res["master_route_switch_ms"] is None
+    assert res["master_route_changes"] == ["wg-usw-anchor", "eth0"]
+
+
+def test_takeover_with_no_answer_at_all():
+    res = fo.analyze_takeover(_replies([9.0, 9.5]), [], 10.0, 30.0, "wg-usw-anchor")
+    assert res["outage_ms"] is None and res["answered_after"] == 0 and res["answering_at_end"] is False
