@@ -8,7 +8,8 @@ DOCUMENTATION = r"""
 name: podman_exec
 short_description: Run tasks in a running podman container, one podman exec per module
 version_added: 0.1.0
-author: longhaul.trainnet developers
+author:
+  - longhaul.trainnet maintainers (@longhaul)
 description:
   - Runs commands in a running podman container on the controller with C(podman exec).
   - Modules are pipelined, they reach the container's Python on standard input of one

@@ -63,8 +63,8 @@ def test_a_module_runs_from_stdin_in_one_exec(connection):
 
 def test_a_command_without_input_gets_no_stdin_and_its_exit_status(connection):
     conn, calls = connection
-    rc, _, _ = conn.exec_command("/bin/sh -c 'exit 3'")
-    assert rc == 3
+    rc, out, err = conn.exec_command("/bin/sh -c 'exit 3'")
+    assert (rc, out, err) == (3, b"", b"")
     assert calls() == [["exec", "trainnet-lab-cn-gpu1", "/bin/sh", "-c", "exit 3"]]
 
 
@@ -86,7 +86,7 @@ def test_files_go_both_ways_byte_for_byte_whatever_their_names(connection, tmp_p
 
 
 def test_a_failed_copy_names_the_path(connection, tmp_path):
-    conn, _ = connection
+    conn = connection[0]
     source = tmp_path / "f"
     source.write_text("x")
     with pytest.raises(Exception, match="no-such-dir"):
