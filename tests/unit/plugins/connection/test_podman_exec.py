@@ -11,11 +11,10 @@ import json
 import os
 import stat
 import sys
-from pathlib import Path
 
 import pytest
 from ansible.playbook.play_context import PlayContext
-from ansible.plugins.loader import connection_loader, init_plugin_loader
+from ansible_collections.longhaul.trainnet.plugins.connection.podman_exec import Connection
 
 FAKE_PODMAN = """#!%s
 import json, os, subprocess, sys
@@ -42,11 +41,11 @@ def connection(tmp_path, monkeypatch):
     log = tmp_path / "podman.log"
     monkeypatch.setenv("FAKE_PODMAN_LOG", str(log))
     monkeypatch.setenv("PATH", "%s:%s" % (fake.parent, os.environ["PATH"]))
-    # The collection is resolved through the checkout's .collections link (scripts/bootstrap.sh).
-    init_plugin_loader([str(Path(__file__).resolve().parents[4] / ".collections")])
-    conn = connection_loader.get("longhaul.trainnet.podman_exec", PlayContext(), None)
-    assert conn is not None
-    conn.set_options(var_options={"inventory_hostname": "lab-host", "ansible_host": "trainnet-lab-cn-gpu1"})
+    conn = Connection(PlayContext(), None)
+    # The options as Ansible resolves them from the inventory (ansible_host names the container);
+    # set directly, so the test does not depend on the plugin loader's global collection state.
+    conn._options.update({"remote_addr": "trainnet-lab-cn-gpu1", "remote_user": None,
+                          "podman_executable": "podman"})
 
     def calls():
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
