@@ -39,6 +39,21 @@ options:
     vars:
       - name: ansible_user
       - name: ansible_podman_user
+  pipelining:
+    description:
+      - Pipeline modules (on by default, it is what this connection is for). Asynchronous
+        tasks are never pipelined.
+    type: bool
+    default: true
+    env:
+      - name: ANSIBLE_PIPELINING
+    ini:
+      - section: defaults
+        key: pipelining
+      - section: connection
+        key: pipelining
+    vars:
+      - name: ansible_pipelining
   podman_executable:
     description:
       - The podman executable on the controller.
@@ -67,8 +82,6 @@ class Connection(ConnectionBase):
 
     transport = 'longhaul.trainnet.podman_exec'
     has_pipelining = True
-    # Pipelining is what this connection is for: on whatever the pipelining setting says.
-    always_pipeline_modules = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -45,7 +45,7 @@ def connection(tmp_path, monkeypatch):
     # The options as Ansible resolves them from the inventory (ansible_host names the container);
     # set directly, so the test does not depend on the plugin loader's global collection state.
     conn._options.update({"remote_addr": "trainnet-lab-cn-gpu1", "remote_user": None,
-                          "podman_executable": "podman"})
+                          "podman_executable": "podman", "pipelining": True})
 
     def calls():
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -92,3 +92,11 @@ def test_a_failed_copy_names_the_path(connection, tmp_path):
         conn.put_file(str(source), str(tmp_path / "no-such-dir" / "f"))
     with pytest.raises(Exception, match="missing"):
         conn.fetch_file(str(tmp_path / "missing"), str(tmp_path / "out"))
+
+
+def test_async_tasks_are_not_pipelined(connection):
+    """Ansible runs its async wrapper only for connections that do not pipeline async tasks."""
+    conn = connection[0]
+    assert conn.is_pipelining_enabled(wrap_async=False)
+    assert not conn.is_pipelining_enabled(wrap_async=True)
+    assert not conn.always_pipeline_modules
