@@ -128,6 +128,15 @@ def route_dev():
     return f[f.index("dev") + 1]
 
 
+def wait_route_on(dev, limit_s):
+    """Poll (100 ms) until the master routes the rendezvous address through dev; bounded."""
+    for _ in range(int(limit_s * 10)):
+        if route_dev() == dev:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 CONTROL_HOSTS = ("trainnet-lab-cn-master", "trainnet-lab-usw-anchor", "trainnet-lab-use-anchor")
 TRAINING_NODES = ("trainnet-lab-cn-gpu1", "trainnet-lab-usw-gpu1", "trainnet-lab-usw-gpu2", "trainnet-lab-use-gpu1")
 
@@ -210,10 +219,7 @@ def takeover(primary):
     total = 20.0
     # Start from a settled state: the last cut's failback done, every master BFD session Up.
     wait_bfd()
-    for _ in range(300):  # bounded: 30 s at 100 ms
-        if route_dev() == primary:
-            break
-        time.sleep(0.1)
+    wait_route_on(primary, 30)
     # While the primary lives, the secondary relays to it (its takeover route is only a fallback).
     before = sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV), 10).stdout.split()[0]
     state_before = routing_state()
@@ -379,10 +385,7 @@ def main():
                   "back_on_primary_rtt_ms", "restore_gap_ms", "echo_gap_ms"]:
             results["median"][k] = fo.median_of(results["cuts"], k)
         if args.soak > 0:
-            for _ in range(100):  # bounded: the last failback settles first
-                if route_dev() == primary:
-                    break
-                time.sleep(0.1)
+            wait_route_on(primary, 10)  # the last failback settles first
             print(f"soak {args.soak:.0f} s", flush=True)
             results["soak"] = soak(primary, args.soak)
         if args.takeover:

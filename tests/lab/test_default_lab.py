@@ -402,14 +402,14 @@ def test_control_plane_failover_and_takeover(lab, tmp_path, figure):
            f"{takeover['back_on_primary_ms']} ms after restart",
            "secondary answers to the end; primary takes it back",
            takeover["secondary_route"] == "local" and takeover["answering_at_end"])
-    # The routing state before and after is in the record: a failure here can be read back.
-    brief = dict((k, v) for k, v in takeover.items() if k not in ("state_before", "state_after"))
+    # Every message carries the routing state before and after (BFD, BIRD and kernel routes on the
+    # master and the secondary): on CI the message is all that is left of a failure.
     assert takeover["secondary_route_before"] != "local", takeover  # relays while the primary lives
     assert takeover["answered_after"] > 0 and takeover["secondary_route"] == "local", takeover
     assert takeover["master_route"] == "wg-use-anchor", takeover
     assert takeover["answering_at_end"], takeover
-    assert outage is not None and outage <= 5000, brief
-    assert takeover["back_on_primary_ms"] is not None, brief
+    assert outage is not None and outage <= 5000, takeover
+    assert takeover["back_on_primary_ms"] is not None, takeover
 
 
 def measure(tmp_path, name, pairs, duration):
