@@ -69,6 +69,15 @@ gate lab "${lab_pytest[@]}" --durations=15 tests/lab
 # Benchmark pipeline: pure-logic tests and the smoke run (one profile, one repetition).
 gate benchmarks-smoke "${lab_pytest[@]}" tests/benchmarks
 
+# CI keeps only the end of this output: repeat what each failed gate said about its failure here.
+for name in "${failed_names[@]}"; do
+  echo
+  echo "=== why $name failed (from $log_dir/$name.log)"
+  grep -E 'FAILED|fatal:|failed=[1-9]|Error|assert|Traceback|UNREACHABLE|Timeout' "$log_dir/$name.log" | tail -n 40
+  echo "--- last lines"
+  tail -n 60 "$log_dir/$name.log"
+done
+
 echo
 echo "logs: $log_dir"
 ((failed)) && echo "failed gates: ${failed_names[*]}"

@@ -77,6 +77,19 @@ def peer_up(name):
     return bool(match) and match.group(1).lower() == "up"
 
 
+def cache_log_length():
+    return int(on(LOADER).check_output("wc -l < /var/log/squid/cache.log"))
+
+
+def wait_reconfigured(mark):
+    """`squid -k reconfigure` only signals Squid: it has applied the new configuration when it
+    reopens its listening port, logged after line MARK of cache.log."""
+    def reopened():
+        lines = on(LOADER).check_output("tail -n +%s /var/log/squid/cache.log", str(mark + 1))
+        return "Accepting HTTP Socket connections" in lines
+    assert wait_for(reopened, 30), on(LOADER).check_output("tail -n 20 /var/log/squid/cache.log")
+
+
 @pytest.fixture(name="all_upstreams_back")
 def fixture_all_upstreams_back():
     """Whatever a test stops or cuts is back, and the loader's Squid counts every upstream alive."""
@@ -162,12 +175,13 @@ def test_qualification_drains_a_lossy_upstream_and_readmits_it(all_upstreams_bac
     on(EGRESS_B).check_output(
         "printf 'table inet molecule_loss {\\n chain in {\\n type filter hook input priority -10;\\n"
         " icmp type echo-request numgen random mod 100 < 30 drop\\n }\\n}\\n' | nft -f -")
+    reconfigure_mark = cache_log_length()
     loader.check_output("systemctl start trainnet-egress-watchdog.service")
     prom = loader.file(PROM).content_string
     assert re.search(r'trainnet_egress_upstream_admitted\{kind="node",reason="loss",upstream="%s"\} 0' % EGRESS_B, prom), prom
     assert re.search(r'trainnet_egress_upstream_check_loss_ratio\{upstream="%s"\} 0\.[1-5]' % EGRESS_B, prom), prom
     assert "cache_peer_access %s deny all" % EGRESS_B in loader.file("/var/lib/trainnet/egress_pool/drain.conf").content_string
-    time.sleep(1)  # squid -k reconfigure is asynchronous
+    wait_reconfigured(reconfigure_mark)
     mark = len(origin_log_lines())
     assert fetch(6) == ["200"] * 6
     assert ADDRESS[EGRESS_B] not in clients_since(mark)
@@ -175,9 +189,10 @@ def test_qualification_drains_a_lossy_upstream_and_readmits_it(all_upstreams_bac
     on(EGRESS_B).check_output("nft delete table inet molecule_loss")
     loader.check_output("systemctl start trainnet-egress-watchdog.service")
     assert 'reason="readmitting",upstream="%s"} 0' % EGRESS_B in loader.file(PROM).content_string
+    reconfigure_mark = cache_log_length()
     loader.check_output("systemctl start trainnet-egress-watchdog.service")
     assert 'reason="readmitted",upstream="%s"} 1' % EGRESS_B in loader.file(PROM).content_string
-    time.sleep(1)
+    wait_reconfigured(reconfigure_mark)
     mark = len(origin_log_lines())
     assert fetch(6) == ["200"] * 6
     assert ADDRESS[EGRESS_B] in clients_since(mark)
