@@ -18,8 +18,9 @@ over N Gloo process groups, i.e. N sets of TCP connections. On a long fat lossy 
 dependent chain of transfers leaves the link half empty; several in flight fill it (issue 13:
 21-27 Mbit/s with one group, 32-39 with eight, on 50 Mbit/s at 150 ms).
 --sync-topology (env TRAINNET_SYNC_TOPOLOGY, with TRAINNET_SITE naming each node's site): site
-sums the bucket inside each site (LAN), each site's leader sends that sum straight to the other
-leaders (the N chunks in flight at once, one WAN hop) and hands the total back to its site;
+sums the bucket inside each site (LAN), the sites' leaders combine their sums by direct exchanges
+(the N chunks in flight at once; with three or more sites a direct reduce-scatter and all-gather,
+so each site pair's path carries 2/L of the bucket each way) and hand the total back to their site;
 site-ring puts a ring between the leaders instead; flat keeps every rank in every chunk's ring.
 
 Touches: TCP sockets on the Gloo interface, --log-file, checkpoints and manifests under
@@ -108,8 +109,8 @@ def build_parser():
     p.add_argument("--sync-groups", type=_positive_int, default=None,
                    help="Gloo process groups each bucket is split over (env TRAINNET_SYNC_GROUPS, default 8; 1 = plain DDP all-reduce)")
     p.add_argument("--sync-topology", choices=SYNC_TOPOLOGIES, default=None,
-                   help="flat: every rank in every chunk's all-reduce; site: sum inside each site first, one leader per "
-                        "site sends the sum straight to the other sites' leaders; site-ring: the same with a ring "
+                   help="flat: every rank in every chunk's all-reduce; site: sum inside each site first, the sites' leaders "
+                        "combine the sums by direct exchanges; site-ring: the same with a ring "
                         "between the leaders (env TRAINNET_SYNC_TOPOLOGY, default flat; site* need TRAINNET_SITE)")
     p.add_argument("--no-comm-hook", action="store_true", help="DDP's built-in all-reduce, no hook (all-reduce time is then not measured)")
     p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP bucket size (env TRAINNET_BUCKET_CAP_MB, default 25)")
@@ -459,10 +460,10 @@ class SyncPlan:
     site, site-ring: the site's ranks sum into their leader (the site's lowest rank) over site_group
     (None when the node is alone in its site), the leaders combine their sites' sums over
     chunk_groups (leaders only; empty elsewhere and when all ranks share one site), the leader
-    broadcasts the result back. site: each leader sends its site's sum straight to every other
-    leader and adds what it receives, in leader order (one WAN hop; each site pair's path carries
-    the bucket once each way). site-ring: the leaders all-reduce (Gloo's ring: 2(L-1) dependent
-    hops, 2(L-1)/L of the bucket through each leader's uplink), for many sites behind one uplink."""
+    broadcasts the result back. site: the leaders combine the sums by direct exchanges (exchange_sum:
+    two sites swap the bucket, one WAN hop; three or more reduce-scatter and all-gather, two hops, 2/L
+    of the bucket each way on each site pair's path). site-ring: the leaders all-reduce (Gloo's ring:
+    2(L-1) dependent hops, 2(L-1)/L of the bucket through each leader's uplink to one neighbour)."""
 
     def __init__(self, topology, chunk_groups, groups_setting, site_group=None, leader=None, sites=None, leaders=None):
         self.topology = topology
@@ -493,26 +494,79 @@ class SyncPlan:
 
 
 def exchange_sum(tensor, groups, leaders, me):
-    """Sum tensor over `leaders` in place by direct exchange: every leader sends its tensor to every
-    other one (chunk c over groups[c], all in flight at once), then adds them up in leader order,
-    so every leader ends with the same bits."""
+    """Sum tensor over `leaders` in place by direct exchanges between them, chunk c over groups[c]
+    (all chunks in flight at once), so that every leader ends with the same bits.
+
+    Two leaders: each sends the other its whole tensor and both add the two in leader order.
+    Three or more: a direct reduce-scatter, then a direct all-gather. Chunk c is cut into L parts,
+    part j owned by leaders[j]; every leader sends part j to its owner, the owner adds the L copies in
+    leader order and sends the sum to every other leader. Each directed leader pair then carries 2/L
+    of the tensor instead of all of it (2/3 for three sites), over the same single WAN hop per stage.
+    The receives of both stages are posted first: Gloo sends only after the receiver's ready notice
+    has arrived, so the sums leave at once instead of one more one-way delay later."""
     import torch.distributed as dist
     peers = [leader for leader in leaders if leader != me]
-    received = {peer: tensor.new_empty(tensor.shape) for peer in peers}
-    works = []
-    start = 0
-    for chunk, group in zip(tensor.chunk(len(groups)) if tensor.numel() else (), groups):
+    if not peers or not tensor.numel():
+        return tensor
+    if len(leaders) == 2:
+        return _exchange_whole(tensor, groups, leaders, me, peers[0])
+    mine = leaders.index(me)
+    owner = {peer: leaders.index(peer) for peer in peers}
+    stages = [(group, chunk.tensor_split(len(leaders))) for chunk, group in zip(tensor.tensor_split(len(groups)), groups)]
+    scattered, gathered = [], []
+    for group, parts in stages:
+        own = parts[mine]
+        incoming = {}   # peer -> (its copy of my part, receive)
         for peer in peers:
-            works.append(dist.isend(chunk, peer, group=group))
-            works.append(dist.irecv(received[peer].narrow(0, start, chunk.numel()), peer, group=group))
-        start += chunk.numel()
+            if own.numel():
+                buffer = own.new_empty(own.shape)
+                incoming[peer] = (buffer, dist.irecv(buffer, peer, group=group, tag=0))
+            theirs = parts[owner[peer]]
+            if theirs.numel():
+                buffer = theirs.new_empty(theirs.shape)
+                gathered.append((theirs, buffer, dist.irecv(buffer, peer, group=group, tag=1)))
+        scattered.append(incoming)
+    scatter_sends = [dist.isend(parts[owner[peer]], peer, group=group, tag=0)
+                     for group, parts in stages for peer in peers if parts[owner[peer]].numel()]
+    gather_sends = []
+    for (group, parts), incoming in zip(stages, scattered):
+        own = parts[mine]
+        if not own.numel():
+            continue
+        total = None
+        for leader in leaders:
+            if leader == me:
+                part = own
+            else:
+                part, work = incoming[leader]
+                work.wait()
+            total = part.clone() if total is None else total.add_(part)
+        own.copy_(total)
+        gather_sends += [dist.isend(own, peer, group=group, tag=1) for peer in peers]
+    for work in scatter_sends:   # before the sums overwrite the parts they send
+        work.wait()
+    for part, buffer, work in gathered:
+        work.wait()
+        part.copy_(buffer)
+    for work in gather_sends:
+        work.wait()
+    return tensor
+
+
+def _exchange_whole(tensor, groups, leaders, me, peer):
+    """exchange_sum for two leaders: one WAN hop each way, the whole tensor."""
+    import torch.distributed as dist
+    received = tensor.new_empty(tensor.shape)
+    works = []
+    for chunk, into, group in zip(tensor.tensor_split(len(groups)), received.tensor_split(len(groups)), groups):
+        if chunk.numel():
+            works += [dist.isend(chunk, peer, group=group), dist.irecv(into, peer, group=group)]
     for work in works:
         work.wait()
-    total = None
-    for leader in leaders:
-        part = tensor if leader == me else received[leader]
-        total = part.clone() if total is None else total.add_(part)
-    tensor.copy_(total)
+    if leaders.index(me) < leaders.index(peer):
+        tensor.add_(received)
+    else:
+        tensor.copy_(received.add_(tensor))
     return tensor
 
 

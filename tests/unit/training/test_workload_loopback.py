@@ -33,14 +33,18 @@ def test_verify_allreduce_is_exact_on_three_ranks():
         assert records[-1] == dict(records[-1], event="verify_done", ok=True, bad_ranks=[])
 
 
-@pytest.mark.parametrize("topology", ["site", "site-ring"])
-def test_site_topologies_sum_exactly_with_sites_of_one_and_two_nodes(topology):
-    # Sites a, b, b, c: b sums into rank 1 over its LAN group, the leaders 0, 1, 3 exchange (site) or
-    # all-reduce (site-ring) the chunks, rank 1 broadcasts back to rank 2 (which is in no chunk group).
-    sites = {0: "a", 1: "b", 2: "b", 3: "c"}
-    results = run_ranks(["--verify-allreduce", "--verify-elements", "300007", "--sync-groups", "4"], world=4,
+@pytest.mark.parametrize("sites", [
+    # b sums into rank 1 over its LAN group; the three leaders 0, 1, 3 reduce-scatter and all-gather
+    # directly (site) or all-reduce (site-ring); rank 1 broadcasts back to rank 2 (in no chunk group).
+    # Sizes 1 and 1000 over 4 groups x 3 owners leave some parts empty.
+    {0: "a", 1: "b", 2: "b", 3: "c"},
+    # Two leaders (0 and 1) exchange whole chunks; rank 2 gets its site's total from rank 0.
+    {0: "a", 1: "b", 2: "a"},
+], ids=["three-sites", "two-sites"])
+def test_site_topologies_sum_exactly_with_sites_of_one_and_two_nodes(sites):
+    results = run_ranks(["--verify-allreduce", "--verify-elements", "300007", "--sync-groups", "4"], world=len(sites),
                         per_rank_env={rank: {"TRAINNET_SITE": site} for rank, site in sites.items()},
-                        TRAINNET_SYNC_TOPOLOGY=topology)
+                        TRAINNET_SYNC_TOPOLOGY="site")
     for rank, (rc, out, err) in enumerate(results):
         assert rc == 0, "rank %d: %s" % (rank, err[-2000:])
         cases = [r for r in json_lines(out) if r["event"] == "verify"]
