@@ -497,7 +497,7 @@ def exchange_sum(tensor, groups, leaders, me):
     """Sum tensor over `leaders` in place by direct exchanges between them, chunk c over groups[c]
     (all chunks in flight at once), so that every leader ends with the same bits.
 
-    Two leaders: each sends the other its whole tensor and both add the two in leader order.
+    Two leaders: each sends the other its whole tensor and adds what it receives.
     Three or more: a direct reduce-scatter, then a direct all-gather. Chunk c is cut into L parts,
     part j owned by leaders[j]; every leader sends part j to its owner, the owner adds the L copies in
     leader order and sends the sum to every other leader. Each directed leader pair then carries 2/L
@@ -509,7 +509,7 @@ def exchange_sum(tensor, groups, leaders, me):
     if not peers or not tensor.numel():
         return tensor
     if len(leaders) == 2:
-        return _exchange_whole(tensor, groups, leaders, me, peers[0])
+        return _exchange_whole(tensor, groups, peers[0])
     mine = leaders.index(me)
     owner = {peer: leaders.index(peer) for peer in peers}
     stages = [(group, chunk.tensor_split(len(leaders))) for chunk, group in zip(tensor.tensor_split(len(groups)), groups)]
@@ -553,8 +553,9 @@ def exchange_sum(tensor, groups, leaders, me):
     return tensor
 
 
-def _exchange_whole(tensor, groups, leaders, me, peer):
-    """exchange_sum for two leaders: one WAN hop each way, the whole tensor."""
+def _exchange_whole(tensor, groups, peer):
+    """exchange_sum for two leaders: one WAN hop each way, the whole tensor. Float addition is
+    commutative, so a + b on one leader and b + a on the other give the same bits."""
     import torch.distributed as dist
     received = tensor.new_empty(tensor.shape)
     works = []
@@ -563,11 +564,7 @@ def _exchange_whole(tensor, groups, leaders, me, peer):
             works += [dist.isend(chunk, peer, group=group), dist.irecv(into, peer, group=group)]
     for work in works:
         work.wait()
-    if leaders.index(me) < leaders.index(peer):
-        tensor.add_(received)
-    else:
-        tensor.copy_(received.add_(tensor))
-    return tensor
+    return tensor.add_(received)
 
 
 def site_layout(sites):
