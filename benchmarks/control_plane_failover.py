@@ -34,6 +34,7 @@ LAB = "trainnet-lab"
 MASTER = "trainnet-lab-cn-master"
 ANCHOR = "trainnet-lab-usw-anchor"
 RDV = "198.19.255.1"
+RDV_PORT = 29400  # control_plane_rdzv_port (the default the lab keeps)
 PORT = 29500
 PRE_S, CUT_S, POST_S = 3.0, 5.0, 8.0
 PRIMARY_RTT_MAX_MS = 210.0  # primary ~150 ms, relay via us-east ~270 ms
@@ -235,6 +236,13 @@ def takeover(primary):
     r_out, _ = poll.communicate(timeout=total + 30)
     window_end = time.time()
     res = fo.analyze_takeover(fo.parse_ping(p_out), fo.parse_route_samples(r_out), stop, window_end, primary)
+    # The secondary's standby store (training_job) answers a new rendezvous: a key set and read back
+    # from a training node behind the master, through the address the agents use.
+    probe = sh(pexec("trainnet-lab-cn-gpu1", "sh", "-c",
+                     '. /etc/trainnet/training_job.env && "$TRAINNET_PYTHON" "$TRAINNET_STORE_CLIENT" --check '
+                     '--host %s --port %d --timeout-sec 20' % (RDV, RDV_PORT)), 90, check=False)
+    res["store_answered"] = probe.returncode == 0
+    res["store_check"] = (probe.stdout + probe.stderr).strip()[-500:]
     res.update({"secondary_route_before": before,
                 "master_route": route_dev(),
                 "secondary_route": sh(pexec("trainnet-lab-use-anchor", "ip", "-o", "route", "get", RDV),

@@ -66,6 +66,9 @@ def build_parser():
     p.add_argument("--timeout-sec", type=_seconds, default=300.0,
                    help="store operation timeout (serve) or connect timeout (check); default 300")
     p.add_argument("--check", action="store_true", help="probe a running store instead of serving")
+    p.add_argument("--freebind", action="store_true",
+                   help="serve: bind the address even while it is not local here (IP_FREEBIND): a standby store on "
+                        "an anchor that takes the rendezvous address over")
     return p
 
 
@@ -100,12 +103,18 @@ def _torch_store():
     return TCPStore
 
 
-def bind_listener(host, port):
+# Linux's IP_FREEBIND (include/uapi/linux/in.h); Python exposes it only on some builds.
+IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
+
+
+def bind_listener(host, port, freebind=False):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         # A restart right after a stop must not wait out TIME_WAIT of the old connections.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if freebind:
+            sock.setsockopt(socket.SOL_IP, IP_FREEBIND, 1)
         sock.bind((host, port))
         sock.listen(1024)
     except OSError:
@@ -124,7 +133,7 @@ def serve(args):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        listener = bind_listener(args.host, args.port)
+        listener = bind_listener(args.host, args.port, freebind=args.freebind)
     except OSError as exc:
         _log("cannot listen on %s:%d: %s (is the rendezvous address assigned here, is the port free?)"
              % (args.host, args.port, exc.strerror or exc))

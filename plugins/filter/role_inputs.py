@@ -3,13 +3,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Filters that check a role's inputs. Documentation: unknown_variables.yml and mtu_problem.yml next to this file."""
+"""Filters that check a role's inputs. Documentation: unknown_variables.yml, mtu_problem.yml and
+address_in_networks.yml next to this file."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import difflib
+import ipaddress
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
@@ -59,8 +61,29 @@ def mtu_problem(value, name):
     return '%s=%s is outside the allowed range %d-%d' % (name, value, MTU_MIN, MTU_MAX)
 
 
+def address_in_networks(address, networks):
+    """True when `address` (IPv4 or IPv6, an IPv4-mapped IPv6 address counts as IPv4) lies in one of `networks`."""
+    try:
+        addr = ipaddress.ip_address(str(address).strip())
+    except ValueError:
+        raise AnsibleFilterError('%r is not an IP address' % (address,))
+    if addr.version == 6 and addr.ipv4_mapped:
+        addr = addr.ipv4_mapped
+    if isinstance(networks, str) or not is_sequence(networks):
+        raise AnsibleFilterError('networks must be a list of networks, got %r' % (networks,))
+    for net in networks:
+        try:
+            network = ipaddress.ip_network(str(net).strip(), strict=False)
+        except ValueError:
+            raise AnsibleFilterError('%r is not an IP network' % (net,))
+        if network.version == addr.version and addr in network:
+            return True
+    return False
+
+
 class FilterModule(object):
     """Role input checks of longhaul.trainnet."""
 
     def filters(self):
-        return {'mtu_problem': mtu_problem, 'unknown_variables': unknown_variables}
+        return {'address_in_networks': address_in_networks, 'mtu_problem': mtu_problem,
+                'unknown_variables': unknown_variables}

@@ -138,7 +138,9 @@ def test_control_and_data_planes_stay_off_the_proxy(lab):
         peer = on(lab, "cn-loader", env + "curl -s -o /dev/null -w '%%{http_code}' --max-time 20 http://%s:29501/"
                   % address["usw-gpu1"])
         assert peer.stdout == "200", peer.stderr
-        on(lab, "cn-loader", env + "curl -s -o /dev/null --max-time 5 http://%s:29400/" % RENDEZVOUS)
+        # Not through the proxy (the access log below), and not at all: a loader has no way to the store.
+        store = on(lab, "cn-loader", env + "curl -s -o /dev/null --max-time 5 http://%s:29400/" % RENDEZVOUS)
+        assert store.returncode in (7, 28), store   # 7: no route/refused, 28: timed out; never connected
         shard = on(lab, "cn-loader", env + "curl -s -o /dev/null -w '%{http_code}' --max-time 60 "
                    "https://usw-store/shards/shard-0001.bin")
         assert shard.stdout == "200", shard.stderr
@@ -150,6 +152,106 @@ def test_control_and_data_planes_stay_off_the_proxy(lab):
                if line.strip()}
     assert clients and address["cn-loader"] not in clients, clients
     assert clients <= {address[n] for n in ("usw-egress1", "usw-egress2", "use-egress1", "use-egress2")}, clients
+
+
+# Who can reach what (issue 23). A TCP connect from inside a lab host, optionally from a given source
+# address: "open", "timeout" (dropped), "refused" (RST) or "error <errno>" (no route).
+CONNECT_PROBE = """
+import socket, sys
+host, port, source = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.settimeout(4)
+if source:
+    s.bind((source, 0))
+try:
+    s.connect((host, port))
+    print("open")
+except socket.timeout:
+    print("timeout")
+except ConnectionRefusedError:
+    print("refused")
+except OSError as e:
+    print("error %d" % e.errno)
+"""
+# The manifest service answers every TCP connection: whether it serves is the rsync daemon's greeting.
+RSYNC_PROBE = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=4)
+greeting = s.recv(100)
+s.sendall(greeting.split(b"\\n")[0] + b"\\n" + sys.argv[3].encode() + b"\\n")
+print(s.recv(200).decode(errors="replace").strip())
+"""
+
+
+def connect(lab, host, address, port, source=""):
+    done = lab.run_on(host, ["python3", "-c", CONNECT_PROBE, address, str(port), source], timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def rsync_module(lab, host, address, port, module):
+    done = lab.run_on(host, ["python3", "-c", RSYNC_PROBE, address, str(port), module], timeout=30)
+    return done.stdout.strip() if done.returncode == 0 else "no connection: " + done.stderr.strip()[-120:]
+
+
+def test_who_can_reach_what(lab):
+    """Only training nodes reach the rendezvous store, only tunnel addresses the anchors' SSH, only
+    control hosts the manifest service: from loaders, egress nodes and a LAN host no role knows
+    (usw-store), with hand-made routes through their site's control host, and across the WAN. The pool
+    reaches the internet only: internal destinations and other ports get 403 from the loader's proxy
+    and from an egress node asked directly; the object store's shards still come through."""
+    address = {name: host.address for name, host in lab.spec.hosts.items()}
+    cp = yaml.safe_load((REPO_ROOT / "inventories/lab/group_vars/all/control_plane.yml").read_text())
+    overlay = {"cn-master": "198.19.254.1", "usw-anchor": "198.19.254.2", "use-anchor": "198.19.254.3"}
+    store_port, manifest_port = 29400, 8873
+    gateway = {"cn-loader": "cn-master", "usw-egress1": "usw-anchor", "use-egress1": "use-anchor",
+               "usw-store": "usw-anchor"}
+    outsiders = sorted(gateway)
+    routes = [RENDEZVOUS + "/32", cp["control_plane_tunnel_network"]]
+    for host, via in gateway.items():   # hand-made routes into the overlay through the site's control host
+        for net in routes:
+            assert on(lab, host, "ip route replace %s via %s" % (net, address[via])).returncode == 0
+    try:
+        with lab.serving("usw-anchor", ["python3", "-m", "http.server", "--bind", "0.0.0.0", "22"], 22, seconds=90):
+            # Positive controls: the listeners answer those who may reach them.
+            assert connect(lab, "usw-gpu1", RENDEZVOUS, store_port) == "open"        # on the anchor's LAN
+            assert connect(lab, "cn-gpu1", RENDEZVOUS, store_port) == "open"         # through cn-master's tunnel
+            assert connect(lab, "cn-master", overlay["usw-anchor"], 22, overlay["cn-master"]) == "open"
+            assert rsync_module(lab, "cn-master", overlay["cn-master"], manifest_port,
+                                "trainnet-manifests").startswith("@RSYNCD: AUTHREQD")
+            refused = {}
+            for host in outsiders:
+                refused[(host, "rendezvous store")] = connect(lab, host, RENDEZVOUS, store_port)
+                refused[(host, "SSH usw-anchor (overlay)")] = connect(lab, host, overlay["usw-anchor"], 22)
+                refused[(host, "SSH usw-anchor (LAN/WAN)")] = connect(lab, host, address["usw-anchor"], 22)
+                refused[(host, "manifest service")] = rsync_module(lab, host, overlay["cn-master"], manifest_port,
+                                                                   "trainnet-manifests")
+        reached = {k: v for k, v in refused.items() if v == "open" or v.startswith("@RSYNCD: AUTHREQD")}
+        assert not reached, ("reached from a host that must not", reached, refused)
+        # The manifest service is closed to them by the control plane's forwarding or by rsyncd itself.
+        for (host, what), verdict in refused.items():
+            if what == "manifest service":
+                assert verdict.startswith(("no connection", "@ERROR: access denied")), (host, verdict)
+    finally:
+        for host in gateway:
+            for net in routes:
+                on(lab, host, "ip route del %s" % net)
+
+    # The egress pool: internal destinations and other ports refused with 403 ERR_ACCESS_DENIED, by the
+    # loader's proxy and by an egress node asked directly (the loader is its allowed client).
+    def through(proxy, url):
+        done = on(lab, "cn-loader", "curl -s -o /dev/null -D - --max-time 20 -x %s '%s'" % (proxy, url), timeout=60)
+        return done.stdout
+    internal = ["http://%s:22/" % address["usw-gpu1"], "http://127.0.0.1:3128/", "http://169.254.169.254/latest/",
+                "http://10.1.2.3/", "https://%s/" % address["usw-gpu1"], "http://%s:29400/" % RENDEZVOUS,
+                "http://%s:8080/" % address["usw-store"], "https://usw-store:8443/"]
+    for proxy in ("http://127.0.0.1:3128", "http://%s:3128" % address["usw-egress1"]):
+        for url in internal:
+            head = through(proxy, url)
+            assert re.search(r"^HTTP/1\.1 403", head, re.M) and "ERR_ACCESS_DENIED" in head, (proxy, url, head)
+    shard = on(lab, "cn-loader", "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 -x http://127.0.0.1:3128 "
+               "https://usw-store/shards/shard-0002.bin")
+    assert shard.stdout == "200", shard
 
 
 def qualify(lab) -> str:
@@ -415,6 +517,8 @@ def test_control_plane_failover_and_takeover(lab, tmp_path, figure):
     assert takeover["answered_after"] > 0 and takeover["secondary_route"] == "local", takeover
     assert takeover["master_route"] == "wg-use-anchor", takeover
     assert takeover["answering_at_end"], takeover
+    # A new rendezvous finds a store there (the secondary's standby store), not a reset.
+    assert takeover["store_answered"], takeover["store_check"]
     assert outage is not None and outage <= 5000, takeover
     assert takeover["back_on_primary_ms"] is not None, takeover
 

@@ -132,3 +132,13 @@ def test_missing_torch_is_a_clear_error(tmp_path):
                             text=True, timeout=30, check=False, env=clean_env(PYTHONPATH=str(tmp_path)))
     assert result.returncode == 1
     assert "cannot import torch.distributed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_freebind_listens_on_an_address_not_yet_local():
+    """A standby store (an anchor that takes the rendezvous address over) binds the address before it
+    is local; without --freebind the same bind fails (the test above)."""
+    sock = store_mod.bind_listener("198.18.255.254", free_port(), freebind=True)
+    try:
+        assert sock.getsockname()[0] == "198.18.255.254"
+    finally:
+        sock.close()

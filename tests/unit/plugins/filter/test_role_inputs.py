@@ -11,7 +11,8 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import mtu_problem, unknown_variables
+from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import (
+    address_in_networks, mtu_problem, unknown_variables)
 
 KNOWN = ['measure_results_dir', 'measure_duration', 'measure_pairs', 'measure_pair_thresholds']
 
@@ -51,3 +52,23 @@ def test_bad_arguments(args):
 ])
 def test_mtu_problem(value, problem):
     assert mtu_problem(value, 'data_plane_mtu') == problem
+
+
+@pytest.mark.parametrize('address, networks, inside', [
+    ('192.0.2.7', ['192.0.2.0/24'], True),
+    ('192.0.2.7', ['198.51.100.0/24', '192.0.2.7'], True),
+    ('192.0.3.1', ['192.0.2.0/24'], False),
+    ('::ffff:192.0.2.7', ['192.0.2.0/24'], True),       # an IPv4 client on a dual-stack sshd
+    ('2001:db8::1', ['192.0.2.0/24'], False),
+    ('2001:db8::1', ['2001:db8::/32'], True),
+    ('192.0.2.7', [], False),
+])
+def test_address_in_networks(address, networks, inside):
+    assert address_in_networks(address, networks) is inside
+
+
+@pytest.mark.parametrize('address, networks', [('not-an-ip', ['192.0.2.0/24']), ('192.0.2.7', ['192.0.2.0/33']),
+                                               ('192.0.2.7', '192.0.2.0/24')])
+def test_address_in_networks_refuses_what_is_not_an_address(address, networks):
+    with pytest.raises(AnsibleFilterError):
+        address_in_networks(address, networks)
