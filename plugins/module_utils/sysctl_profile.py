@@ -13,7 +13,15 @@ Everything that touches the kernel goes through ProcSys, whose root directory (n
     render_file(entries, header)                # the drop-in, rendered whole
     build_diff(...)                             # --diff output
 
-Touches: parse_settings and the render/diff helpers are pure. plan_entries only reads: it
+Removing the drop-in (state=absent) puts the keys it set back to what the remaining
+configuration gives them:
+
+    values = SysctlConfig(root).values(exclude=[path])   # the remaining sysctl.d files, resolved
+    entries = restore_entries(content, values, restore, proc, apply_live)  # then plan_entries
+    apply_entries(entries, proc)                            # the same writer as above
+
+Touches: parse_settings and the render/diff helpers are pure. SysctlConfig only lists and reads
+the configuration files below its root. plan_entries only reads: it
 reads and stats /proc/sys keys, lists tcp_<cc> modules below /lib/modules and asks
 netns.detect_init_netns (an inode stat and one unconnected socket); it never writes, so check
 mode writes nothing. apply_entries is the only function that writes /proc/sys.
@@ -24,6 +32,7 @@ Standard library only, Python 3.8 compatible.
 from __future__ import annotations
 
 import errno
+import fnmatch
 import glob
 import os
 import re
@@ -36,6 +45,12 @@ PROC_SYS = "/proc/sys"
 NETNS_SELF = "/proc/self/ns/net"
 MODULES_ROOTS = ("/lib/modules", "/usr/lib/modules")
 DEFAULT_PATH = "/etc/sysctl.d/90-trainnet.conf"
+# The configuration the kernel parameters get at boot, see SysctlConfig.
+SYSCTL_D_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
+                 "/lib/sysctl.d")
+SYSCTL_CONF = "/etc/sysctl.conf"
+GLOB_CHARS = "*?["
+RESTORE_SOURCE = "restore"  # the source of a target given by the module's restore option
 
 CC_KEY = "net.ipv4.tcp_congestion_control"
 CC_AVAILABLE_KEY = "net.ipv4.tcp_available_congestion_control"
@@ -623,6 +638,261 @@ def summarize(entries):
         out[RESULT_LISTS[e.status]].append(e.key)
         if e.drifted:
             out["drifted"].append(e.key)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the remaining configuration and restoring (state=absent)
+# ---------------------------------------------------------------------------------------------
+
+def is_glob(relpath):
+    """A key with a glob(7) pattern, as systemd-sysctl tells them apart (string_is_glob)."""
+    return any(c in relpath for c in GLOB_CHARS)
+
+
+def glob_matches(pattern, relpath):
+    """Does a key pattern (a /proc/sys relative path) match a key? systemd-sysctl globs the
+    /proc/sys tree, so a wildcard never crosses a '/'."""
+    pattern_parts = pattern.split("/")
+    key_parts = relpath.split("/")
+    return len(pattern_parts) == len(key_parts) and all(
+        fnmatch.fnmatchcase(k, p) for p, k in zip(pattern_parts, key_parts))
+
+
+class ConfigValues(object):
+    """The assignments of a set of sysctl configuration files, resolved like systemd-sysctl.
+
+    options maps a key or key pattern (relative path below /proc/sys) to (value, file) like
+    systemd-sysctl's ordered table: a later assignment of a different value replaces an earlier
+    one and moves to the end, an exclusion line (C(-key) without C(=)) is stored with the value
+    None. A key is set by its own entry if it has one (an explicit key, also an exclusion, keeps
+    every pattern away from it, see sysctl.d(5) "Keys for which an explicit pattern exists will be
+    excluded from any glob matching"); otherwise by the last pattern that matches it.
+    """
+
+    def __init__(self):
+        self.options = {}
+        self.files = []
+
+    def add(self, relpath, value, source):
+        existing = self.options.get(relpath)
+        if existing is not None and existing[0] == value:
+            return  # systemd keeps the earlier entry (and its place) for the same value
+        self.options.pop(relpath, None)
+        self.options[relpath] = (value, source)
+
+    def parse(self, content, source):
+        """Read one file's lines as systemd-sysctl's parse_file does: '#' and ';' comments,
+        'key = value', '-key = value' (failures ignored: still an assignment), '-key' (exclude
+        the key from patterns). A line it would reject (no '=', an invalid key) is ignored."""
+        self.files.append(source)
+        for line in (content or "").splitlines():
+            line = line.strip()
+            if not line or line[0] in "#;":
+                continue
+            key, sep, value = line.partition("=")
+            key = key.strip()
+            if key.startswith("-"):
+                key = key[1:].strip()
+            elif not sep:
+                continue
+            try:
+                relpath = key_to_relpath(key)
+            except SysctlInputError:
+                continue
+            self.add(relpath, " ".join(value.split()) if sep else None, source)
+        return self
+
+    def lookup(self, key):
+        """(value, where) that the configuration gives key: where names the file (and the
+        pattern), value is None when no file sets it (where is then None, or names the exclusion)."""
+        relpath = key_to_relpath(key)
+        if relpath in self.options:
+            value, source = self.options[relpath]
+            if value is None:
+                return None, "excluded by '-%s' in %s" % (key, source)
+            return value, source
+        found = None, None
+        for pattern, (value, source) in self.options.items():
+            if value is not None and is_glob(pattern) and glob_matches(pattern, relpath):
+                found = value, "%s (pattern %s)" % (source, pattern)
+        return found
+
+
+class SysctlConfig(object):
+    """The sysctl configuration files applied at boot, below a root directory (tests use a fake
+    tree; default /).
+
+    Order and precedence, as systemd-sysctl (sysctl.d(5), "CONFIGURATION DIRECTORIES AND
+    PRECEDENCE") and procps' sysctl --system (sysctl(8), "SYSTEM FILE PRECEDENCE") read them:
+    the *.conf files of /etc/sysctl.d, /run/sysctl.d, /usr/local/lib/sysctl.d, /usr/lib/sysctl.d
+    and /lib/sysctl.d (systemd reads /lib only on split-/usr systems; on merged /usr it is the
+    same directory as /usr/lib); a file hides every file of the same name in the directories
+    after it (so a symlink to /dev/null in /etc masks a vendor file); all remaining files are
+    applied sorted by file name regardless of their directory, so the file with the latest name
+    wins for a key set twice. /etc/sysctl.conf: procps reads it after all of them; systemd-sysctl
+    does not read it since systemd 207 (NEWS: "no longer natively reads the file
+    /etc/sysctl.conf. If desired, the file should be symlinked from
+    /etc/sysctl.d/99-sysctl.conf", which Debian's systemd package ships). So it counts where a
+    sysctl.d file resolves to it, and last (as procps does) when none does. Not modelled:
+    sysctl.*= on the kernel command line and systemd credentials (sysctl.extra).
+    """
+
+    def __init__(self, root="/", dirs=SYSCTL_D_DIRS, legacy_file=SYSCTL_CONF):
+        self.root = root
+        self.dirs = tuple(self._below_root(d) for d in dirs)
+        self.legacy_file = self._below_root(legacy_file) if legacy_file else None
+
+    def _below_root(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    @staticmethod
+    def _same_file(a, b):
+        return os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b)
+
+    def files(self, exclude=()):
+        """The files in the order they are applied. The exclude paths (the drop-in being
+        removed) count as gone already, so a same-named file in a later directory takes their
+        place. Raises OSError if a directory cannot be listed."""
+        chosen = {}
+        for directory in self.dirs:
+            try:
+                names = os.listdir(directory)
+            except (OSError, IOError) as err:
+                if err.errno in (errno.ENOENT, errno.ENOTDIR):
+                    continue
+                raise
+            for name in names:
+                path = os.path.join(directory, name)
+                if (not name.endswith(".conf") or name in chosen or os.path.isdir(path)
+                        or any(self._same_file(path, gone) for gone in exclude)):
+                    continue
+                chosen[name] = path
+        ordered = [chosen[name] for name in sorted(chosen)]
+        legacy = self.legacy_file
+        if legacy and os.path.isfile(legacy) and not any(
+                self._same_file(legacy, path) for path in list(ordered) + list(exclude)):
+            ordered.append(legacy)
+        return ordered
+
+    @staticmethod
+    def read(path):
+        """Text of one file; a dangling symlink masks like an empty file. Raises OSError."""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read().decode("utf-8", "replace")
+        except (OSError, IOError) as err:
+            if err.errno == errno.ENOENT and os.path.islink(path):
+                return ""
+            raise
+
+    def values(self, exclude=()):
+        """ConfigValues of all files but the excluded ones. Reads only; raises OSError."""
+        values = ConfigValues()
+        for path in self.files(exclude):
+            values.parse(self.read(path), path)
+        return values
+
+
+class RestoreEntry(Entry):
+    """A key of the removed drop-in; wanted is the value it is restored to (None: none)."""
+
+    def __init__(self, key):
+        self.key = key
+        try:
+            self.canonical = canonical_key(key)
+        except SysctlInputError:
+            self.canonical = None
+        self.wanted = None
+        self.before = self.after = None
+        self.status = None
+        self.reason = ""
+        self.settable = True
+        self.drifted = False
+        self.source = None        # where wanted comes from: a file, or RESTORE_SOURCE
+        self.unrestored = False   # no target: the live value is left as it is
+
+    def as_result(self):
+        result = super(RestoreEntry, self).as_result()
+        result["source"] = self.source
+        return result
+
+    def leave(self, reason, proc=None, unrestored=False):
+        """Nothing to write: status unchanged, the live value (if any) reported as it is."""
+        if proc is not None:
+            try:
+                self.before = " ".join(proc.read(self.key).split())
+            except (OSError, IOError):
+                self.before = None
+        self.after = self.before
+        self.status = UNCHANGED
+        self.reason = _one_line(reason)
+        self.unrestored = unrestored
+
+
+def parse_restore(restore):
+    """Validate the restore option (key -> value, like settings): canonical key -> value text.
+    Raises SysctlInputError."""
+    return dict((e.canonical, e.wanted) for e in parse_settings(restore or {}))
+
+
+def restore_entries(removed_content, values, restore, proc, apply_live=True):
+    """Plan putting back every key the removed drop-in set. Reads only, like plan_entries.
+
+    Per key of the removed file (its active lines, in order): the target is the value the
+    remaining configuration gives it (values, a ConfigValues), else restore[canonical key]
+    (restore from parse_restore); then plan_entries predicts applied / unchanged / skipped /
+    failed as for state=present, and apply_entries writes it. Left as it is with status unchanged:
+    a key that does not exist here (nothing live to restore) and - listed as unrestored - a key
+    without a target, a glob pattern, an invalid key. A target value from a file that does not fit
+    the key fails like an invalid setting.
+    """
+    entries = []
+    planned = []
+    seen = set()
+    for key in parse_file(removed_content):
+        e = RestoreEntry(key)
+        if e.canonical is not None and e.canonical in seen:
+            continue
+        entries.append(e)
+        if e.canonical is None:
+            e.leave("not a valid sysctl key: left as it is", unrestored=True)
+            continue
+        seen.add(e.canonical)
+        relpath = key_to_relpath(key)
+        if is_glob(relpath):
+            e.leave("a glob pattern: the keys it matched are left as they are", unrestored=True)
+            continue
+        if not proc.exists(key):
+            e.leave("%s does not exist here: nothing live to restore" % display_path(key))
+            continue
+        value, where = values.lookup(key)
+        if value is not None:
+            e.wanted, e.source = value, where
+            problem = known_value_problem(key, value)
+            if problem:
+                e.leave("", proc)
+                e.fail("%s (the value %s sets)" % (problem, where))
+                continue
+        elif e.canonical in restore:
+            e.wanted, e.source = restore[e.canonical], RESTORE_SOURCE
+        else:
+            e.leave("no remaining configuration file sets it%s and restore has no value for it: "
+                    "the live value is left as it is" % (" (%s)" % where if where else ""),
+                    proc, unrestored=True)
+            continue
+        planned.append(e)
+    plan_entries(planned, proc, apply_live=apply_live)
+    for e in planned:
+        e.reason = "%s; restoring %s from %s" % (
+            e.reason, e.wanted, "the restore option" if e.source == RESTORE_SOURCE else e.source)
+    return entries
+
+
+def summarize_restore(entries):
+    """summarize() plus unrestored: the keys left as they are for want of a target."""
+    out = summarize(entries)
+    out["unrestored"] = [e.key for e in entries if getattr(e, "unrestored", False)]
     return out
 
 

@@ -44,14 +44,16 @@ description:
   - Values are compared whitespace-insensitively, so C(4096<TAB>131072<TAB>6291456), C(4096 131072 6291456) and
     V([4096, 131072, 6291456]) are equal. Runs of whitespace inside a value are collapsed to one
     space when the value is written.
-  - 'What it reads: the C(/proc/sys) files of the given keys (content and mode),
+  - 'What it reads: the C(/proc/sys) files of the given keys (content and mode; with
+    O(state=absent) the keys of the removed drop-in),
     C(tcp_available_congestion_control), C(tcp_allowed_congestion_control), the C(tcp_*.ko*) names
     below C(/lib/modules/RELEASE/kernel/net/ipv4), the inode of C(/proc/self/ns/net) and the netns
-    cookie of one unconnected socket, and the drop-in O(path).'
+    cookie of one unconnected socket, the drop-in O(path), and with O(state=absent) and an
+    existing drop-in the C(sysctl.d) files and C(/etc/sysctl.conf).'
   - 'What it writes, outside check mode only: the C(/proc/sys) files of the keys whose live value
     differs (one C(write(2)) of the wanted value each, then read back; nothing with
     O(apply_live=false)), and the drop-in O(path) (a temporary file in the same directory renamed
-    over it). In check mode it writes nothing at all; the plan is made from the values, the modes
+    over it, or with O(state=absent) removed). In check mode it writes nothing at all; the plan is made from the values, the modes
     and write access of the keys, and the network namespace, so check mode predicts the real run.
     Limits of that prediction - a kernel minimum or range of a key that is not modelled - show up
     in the real run as a failed key, never as a silently skipped one.'
@@ -59,6 +61,21 @@ description:
     is a failure.
   - Do not use it for trigger keys whose write has an effect regardless of the value (for
     example C(vm.drop_caches), C(net.ipv4.route.flush)).
+  - 'With O(state=absent) the module removes the drop-in and puts every key it set back live to
+    the value the remaining configuration gives it: the C(sysctl.d) files that
+    C(systemd-sysctl) and C(sysctl --system) read at boot, without the removed drop-in. They are
+    the C(*.conf) files of C(/etc/sysctl.d), C(/run/sysctl.d), C(/usr/local/lib/sysctl.d),
+    C(/usr/lib/sysctl.d) and C(/lib/sysctl.d) - a file hides the files of the same name in the
+    directories after it, so removing a drop-in from C(/etc/sysctl.d) uncovers a vendor file of
+    the same name - applied in the order of their file names regardless of the directory, the last
+    assignment of a key winning, an explicit key winning over a glob pattern
+    (see sysctl.d(5)); then C(/etc/sysctl.conf), unless a C(sysctl.d) file (such as
+    C(99-sysctl.conf)) is a symlink to it, in which case it counts at that place as with
+    C(systemd-sysctl).'
+  - A key no remaining file sets is put back to its value in O(restore). A key with neither is
+    left as it is, with status V(unchanged), and listed in RV(unrestored). Only keys that the
+    removed drop-in set (its active lines) are touched, so with no drop-in nothing is read or
+    changed.
   - The initial network namespace is recognised by the inode of C(/proc/self/ns/net)
     (C(PROC_NET_INIT_INO)); the netns cookie is not used because Linux 6.18 no longer gives
     the initial namespace cookie 1.
@@ -72,7 +89,8 @@ attributes:
   diff_mode:
     support: full
     details:
-      - Returns two diffs, the drop-in file and the live values of the keys that change.
+      - Returns two diffs, the drop-in file (with O(state=absent) its removal) and the live values
+        of the keys that change.
   platform:
     platforms: linux
 options:
@@ -85,24 +103,44 @@ options:
       - Keys are written to the drop-in and applied in the given order.
       - Required with O(state=present); ignored with O(state=absent).
     type: dict
+  restore:
+    description:
+      - With O(state=absent), the value (as in O(settings)) to put a key back to when no remaining
+        configuration file sets it, for example C(net.ipv4.ip_forward) V(0).
+      - A key is restored only if the removed drop-in set it; keys here that the drop-in did not
+        set are ignored. A value set by a remaining configuration file wins over the one given
+        here.
+      - Values are validated like O(settings).
+      - Ignored with O(state=present).
+    type: dict
+    default: {}
+    version_added: 0.6.0
   path:
     description:
       - The drop-in file this module owns exclusively. Any other content is replaced.
-      - The parent directory must exist.
+      - The parent directory must exist with O(state=present); with O(state=absent) a missing
+        directory means there is no drop-in to remove.
     type: path
     default: /etc/sysctl.d/90-trainnet.conf
   state:
     description:
       - V(present) renders the drop-in and applies the live values.
-      - V(absent) removes the drop-in. Live values are left as they are; they return to the
-        kernel or distribution defaults at the next boot.
+      - V(absent) removes the drop-in and restores the live values of the keys it set, to the
+        value the remaining configuration gives each key, else to its value in O(restore), else
+        the key is left as it is and listed in RV(unrestored). This restoring from the remaining
+        configuration is done also without O(restore) (before 0.6.0 every live value was left
+        as it was until the next boot).
+      - With V(absent) the live values are written first and the drop-in is removed only if none
+        was refused; a refused value fails the module and keeps the drop-in, so that the next
+        run restores again. A drop-in that does not exist (also a missing directory) changes
+        nothing.
     type: str
     choices: [present, absent]
     default: present
   strict:
     description:
-      - If V(true), keys that cannot be set in this namespace fail the module (naming them)
-        instead of being skipped with a warning. They are predicted without writing, so the
+      - If V(true), keys that cannot be set (or, with O(state=absent), restored) in this namespace
+        fail the module (naming them) instead of being skipped with a warning. They are predicted without writing, so the
         module fails before anything is changed.
     type: bool
     default: false
@@ -111,6 +149,8 @@ options:
       - Also set the live values in C(/proc/sys). With V(false) only the file is written and
         nothing is written to C(/proc/sys); keys whose live value differs are reported with status
         V(unchanged) and listed in RV(drifted).
+      - With O(state=absent) and V(false) only the drop-in is removed; keys whose live value differs
+        from the value they are restored to are listed in RV(drifted).
     type: bool
     default: true
   header:
@@ -169,10 +209,23 @@ EXAMPLES = r"""
     settings:
       net.core.default_qdisc: fq
 
-- name: Remove the drop-in (live values stay until reboot)
+- name: Remove the drop-in, restoring its keys from the remaining sysctl.d configuration
   longhaul.trainnet.sysctl_profile:
     path: /etc/sysctl.d/90-trainnet.conf
     state: absent
+
+- name: Stop forwarding when the forwarding drop-in goes (0 unless another file sets it)
+  longhaul.trainnet.sysctl_profile:
+    path: /etc/sysctl.d/90-router.conf
+    state: absent
+    restore:
+      net.ipv4.ip_forward: 0
+  register: unrouted
+
+- name: Show the keys that kept the removed drop-in's value (no file and no restore value for them)
+  ansible.builtin.debug:
+    msg: "{{ unrouted.unrestored }}"
+  when: unrouted.unrestored | length > 0
 """
 
 RETURN = r"""
@@ -196,7 +249,9 @@ file_drifted:
   type: bool
   sample: false
 keys:
-  description: Per key (as given in O(settings)) what was found and done.
+  description:
+    - Per key (as given in O(settings), or with O(state=absent) as written in the removed drop-in)
+      what was found and done.
   returned: always
   type: dict
   sample:
@@ -234,13 +289,23 @@ keys:
       type: str
       returned: always
     wanted:
-      description: The wanted value as written to the file and C(/proc/sys).
+      description:
+        - The wanted value as written to the file and C(/proc/sys).
+        - With O(state=absent) the value the key is restored to; null if it has none.
       type: str
       returned: always
     reason:
       description: Why the key has this status.
       type: str
       returned: always
+    source:
+      description:
+        - With O(state=absent), where RV(keys.wanted) comes from - the configuration file (and
+          glob pattern) that sets the key, or V(restore) for the O(restore) option; null if the
+          key has no value to be restored to.
+      type: str
+      returned: with O(state=absent)
+      sample: /usr/lib/sysctl.d/50-default.conf
 applied:
   description: Keys whose live value was (in check mode, would be) changed.
   returned: always
@@ -278,6 +343,16 @@ drifted:
   type: list
   elements: str
   sample: [net.ipv4.tcp_rmem]
+unrestored:
+  description:
+    - With O(state=absent), keys of the removed drop-in left live as they are because neither a
+      remaining configuration file nor O(restore) gives them a value (also glob patterns and
+      invalid keys of the drop-in). Their status is V(unchanged). Empty with O(state=present).
+  returned: always
+  type: list
+  elements: str
+  sample: [net.ipv4.tcp_mtu_probing]
+  version_added: 0.6.0
 init_netns:
   description:
     - Whether the module ran in the initial network namespace (null if it could not tell).
@@ -313,14 +388,18 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.sysctl_profile i
     FAILED,
     SKIPPED,
     ProcSys,
+    SysctlConfig,
     SysctlInputError,
     apply_entries,
     build_diff,
     make_strict,
+    parse_restore,
     parse_settings,
     plan_entries,
     render_file,
+    restore_entries,
     summarize,
+    summarize_restore,
 )
 
 FILE_MODE = 0o644
@@ -383,6 +462,7 @@ def empty_result(path):
         skipped_keys=[],
         failed_keys=[],
         drifted=[],
+        unrestored=[],
         init_netns=None,
     )
 
@@ -392,32 +472,89 @@ def failure_message(entries):
         "%s failed: %s" % (e.key, e.reason) for e in entries if e.status == FAILED)
 
 
-def run_absent(module, path, result):
-    content, st = read_current(path)
+def warn_skipped(module, entries):
+    for e in entries:
+        if e.status == SKIPPED:
+            module.warn("sysctl_profile: %s skipped, it cannot be set here: %s" % (e.key, e.reason))
+
+
+def run_absent(module, path, result, proc=None, config=None):
+    """Remove the drop-in and put the keys it set back to what the remaining configuration (or
+    the restore option) gives them. The plan is made before anything is written, so check mode
+    predicts the real run; a drop-in that does not exist changes nothing and reads no key."""
+    p = module.params
+    try:
+        restore = parse_restore(p["restore"])
+    except SysctlInputError as e:
+        module.fail_json(msg="invalid restore: %s" % to_native(e), **result)
+    try:
+        content, st = read_current(path)
+    except (OSError, IOError) as e:
+        module.fail_json(msg="cannot read %s: %s" % (path, to_native(e)), **result)
     exists = st is not None
-    result["file_changed"] = result["file_drifted"] = exists
-    result["changed"] = exists
-    if exists and not module.check_mode:
-        os.unlink(path)
+    entries = []
+    if exists:
+        if proc is None:
+            proc = ProcSys()
+        if config is None:
+            config = SysctlConfig()
+        result["init_netns"] = proc.is_init_netns()
+        try:
+            values = config.values(exclude=[path])
+        except (OSError, IOError) as e:
+            module.fail_json(msg="cannot read the remaining sysctl configuration: %s (nothing was "
+                                 "changed)" % to_native(e), **result)
+        # 1. plan (identical in check mode and in a real run)
+        entries = restore_entries(content, values, restore, proc, apply_live=p["apply_live"])
+        if p["strict"]:
+            make_strict(entries)
+        if any(e.status == FAILED for e in entries):
+            result.update(summarize_restore(entries))
+            module.fail_json(msg=failure_message(entries) + " (nothing was changed)", **result)
+        # 2. act: the live values first; the drop-in goes only when they all took, so that a
+        # key the kernel refused is restored again by the next run instead of being forgotten.
+        if not module.check_mode and p["apply_live"]:
+            apply_entries(entries, proc)
+            if p["strict"]:
+                make_strict(entries)
+    refused = any(e.status == FAILED for e in entries)
+    remove = exists and not refused
+    if remove and not module.check_mode:
+        try:
+            os.unlink(path)
+        except (OSError, IOError) as e:
+            result.update(summarize_restore(entries))
+            module.fail_json(msg="cannot remove %s: %s" % (path, to_native(e)), **result)
+    result.update(summarize_restore(entries))
+    result["file_changed"] = remove
+    result["file_drifted"] = exists
+    result["changed"] = remove or bool(result["applied"]) or any(
+        e.status == FAILED and e.before != e.after for e in entries)
     if module._diff:
-        result["diff"] = build_diff(path, content, "", [])
+        result["diff"] = build_diff(path, content, "" if remove else content, entries)
+    warn_skipped(module, entries)
+    if refused:
+        kept = " (%s is kept, so that the next run restores its keys again)" % path
+        module.fail_json(msg=failure_message(entries) + kept, **result)
     module.exit_json(**result)
 
 
-def run(module, proc=None):
+def run(module, proc=None, config=None):
     p = module.params
     path = p["path"]
     result = empty_result(path)
 
     if os.path.isdir(path):
         module.fail_json(msg="path %s is a directory" % path, **result)
+
+    if p["state"] == "absent":
+        # A missing parent directory holds no drop-in: nothing to remove.
+        run_absent(module, path, result, proc, config)
+        return
+
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
         module.fail_json(msg="parent directory %s of path does not exist" % parent, **result)
-
-    if p["state"] == "absent":
-        run_absent(module, path, result)
-        return
 
     if proc is None:
         proc = ProcSys()
@@ -468,9 +605,7 @@ def run(module, proc=None):
     if module._diff:
         result["diff"] = build_diff(path, current, wanted_content, entries)
 
-    for e in entries:
-        if e.status == SKIPPED:
-            module.warn("sysctl_profile: %s skipped, it cannot be set here: %s" % (e.key, e.reason))
+    warn_skipped(module, entries)
 
     if result["failed_keys"]:
         module.fail_json(msg=failure_message(entries), **result)
@@ -486,15 +621,16 @@ def build_module():
             strict=dict(type="bool", default=False),
             apply_live=dict(type="bool", default=True),
             header=dict(type="str"),
+            restore=dict(type="dict", default={}),
         ),
         required_if=[("state", "present", ("settings",))],
         supports_check_mode=True,
     )
 
 
-def main(proc=None):
+def main(proc=None, config=None):
     module = build_module()
-    run(module, proc)
+    run(module, proc, config)
 
 
 if __name__ == "__main__":

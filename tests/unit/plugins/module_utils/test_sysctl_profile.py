@@ -620,3 +620,135 @@ def test_real_proc_read():
     if not proc.exists("kernel.ostype"):
         pytest.skip("no /proc/sys")
     assert proc.read("kernel.ostype") == "Linux"
+
+
+# --- the remaining configuration (state=absent) ------------------------------------------------
+
+def config_tree(tmp_path, files):
+    """A fake root with {relative path: content or ("->", symlink target)}."""
+    root = tmp_path / "fs"
+    root.mkdir(exist_ok=True)
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, tuple):
+            os.symlink(content[1], str(target))
+        else:
+            target.write_text(content)
+    return sf.SysctlConfig(root=str(root)), str(root)
+
+
+def test_config_order_is_by_file_name_and_earlier_directories_hide_same_names(tmp_path):
+    config, root = config_tree(tmp_path, {
+        "etc/sysctl.d/50-a.conf": "net.ipv4.ip_forward = 1\n",
+        "run/sysctl.d/50-a.conf": "net.ipv4.ip_forward = 2\n",
+        "usr/lib/sysctl.d/50-a.conf": "net.ipv4.ip_forward = 3\n",
+        "usr/lib/sysctl.d/10-b.conf": "net.ipv4.ip_forward = 4\n",
+        "usr/local/lib/sysctl.d/60-c.conf": "net.ipv4.tcp_mtu_probing = 2\n",
+        "lib/sysctl.d/70-d.conf": "net.ipv4.tcp_mtu_probing = 1\n",
+        "lib/sysctl.d/README": "net.ipv4.tcp_mtu_probing = 9\n",
+        "etc/sysctl.d/80-e.conf.disabled": "net.ipv4.tcp_mtu_probing = 9\n",
+    })
+    assert [os.path.relpath(p, root) for p in config.files()] == [
+        "usr/lib/sysctl.d/10-b.conf", "etc/sysctl.d/50-a.conf", "usr/local/lib/sysctl.d/60-c.conf",
+        "lib/sysctl.d/70-d.conf"]
+    values = config.values()
+    assert values.lookup("net.ipv4.ip_forward") == ("1", os.path.join(root, "etc/sysctl.d/50-a.conf"))
+    assert values.lookup("net/ipv4/tcp_mtu_probing")[0] == "1"
+    # removing /etc's 50-a.conf uncovers the next one of that name (/run), not the vendor's
+    values = config.values(exclude=[os.path.join(root, "etc/sysctl.d/50-a.conf")])
+    assert values.lookup("net.ipv4.ip_forward") == ("2", os.path.join(root, "run/sysctl.d/50-a.conf"))
+
+
+def test_config_dev_null_masks_a_vendor_file(tmp_path):
+    config, root = config_tree(tmp_path, {
+        "etc/sysctl.d/50-default.conf": ("->", "/dev/null"),
+        "usr/lib/sysctl.d/50-default.conf": "net.ipv4.ip_forward = 1\n",
+        "etc/sysctl.d/60-gone.conf": ("->", "/nonexistent/60-gone.conf"),
+        "usr/lib/sysctl.d/60-gone.conf": "net.ipv4.ip_forward = 1\n",
+    })
+    assert config.values().lookup("net.ipv4.ip_forward") == (None, None)
+
+
+@pytest.mark.parametrize("symlinked", [True, False])
+def test_config_sysctl_conf_is_last_unless_a_sysctl_d_file_links_to_it(tmp_path, symlinked):
+    files = {"etc/sysctl.conf": "net.ipv4.ip_forward = 1\n",
+             "etc/sysctl.d/zz-late.conf": "net.ipv4.ip_forward = 0\n"}
+    if symlinked:
+        files["etc/sysctl.d/99-sysctl.conf"] = ("->", "../sysctl.conf")
+    config, root = config_tree(tmp_path, files)
+    value, where = config.values().lookup("net.ipv4.ip_forward")
+    # systemd-sysctl reads /etc/sysctl.conf only through the 99-sysctl.conf symlink (before
+    # zz-late.conf); procps reads it after everything when nothing links to it.
+    assert value == ("0" if symlinked else "1")
+    assert len(config.files()) == 2
+    # the removed file is /etc/sysctl.conf itself: its symlink counts as gone too
+    excluded = config.values(exclude=[os.path.join(root, "etc/sysctl.conf")])
+    assert excluded.lookup("net.ipv4.ip_forward")[0] == "0"
+    assert len(config.files(exclude=[os.path.join(root, "etc/sysctl.conf")])) == 1
+
+
+def test_config_lines_globs_and_exclusions():
+    values = sf.ConfigValues().parse(
+        "# comment\n; comment\n\n"
+        "-net.ipv4.conf.*.rp_filter = 2\n"
+        "net.ipv4.conf.all.rp_filter = 1\n"
+        "-net.ipv4.conf.lo.rp_filter\n"
+        "not an assignment\n"
+        "bad key = 1\n"
+        "net.ipv4.conf.eth0/100.forwarding =  1 \n"
+        "net.ipv4.ip_local_port_range = 1024\t65000\n", "/f")
+    assert values.lookup("net.ipv4.conf.eth0.rp_filter") == ("2", "/f (pattern net/ipv4/conf/*/rp_filter)")
+    # an explicit key wins over any pattern, wherever it is
+    assert values.lookup("net.ipv4.conf.all.rp_filter") == ("1", "/f")
+    # an exclusion keeps the pattern away and sets nothing
+    assert values.lookup("net.ipv4.conf.lo.rp_filter") == (None, "excluded by '-net.ipv4.conf.lo.rp_filter' in /f")
+    # a wildcard does not cross a '/'
+    assert values.lookup("net.ipv4.conf.eth0.x.rp_filter") == (None, None)
+    assert values.lookup("net/ipv4/conf/eth0.100/forwarding") == ("1", "/f")
+    assert values.lookup("net.ipv4.ip_local_port_range") == ("1024 65000", "/f")
+    # a later file overrides; the last matching pattern wins
+    values.parse("net.ipv4.conf.e*.rp_filter = 0\n", "/g")
+    assert values.lookup("net.ipv4.conf.eth0.rp_filter")[0] == "0"
+    values.parse("net.ipv4.conf.*.rp_filter = 1\n", "/h")
+    assert values.lookup("net.ipv4.conf.eth0.rp_filter") == ("1", "/h (pattern net/ipv4/conf/*/rp_filter)")
+
+
+def restore_plan(tmp_path, removed, files, restore=None, extra=None):
+    config, root = config_tree(tmp_path, files)
+    proc = init_ns(tmp_path, extra=extra)
+    entries = sf.restore_entries(removed, config.values(), sf.parse_restore(restore), proc)
+    return by_key(entries), proc
+
+
+def test_restore_entries_plan_without_writing(tmp_path):
+    removed = ("# header\nnet.ipv4.ip_forward = 1\nnet/ipv4/ip_forward = 1\n"
+               "net.ipv4.tcp_mtu_probing = 1\nnet.ipv4.conf.*.forwarding = 1\n"
+               "net.ipv4.no_such_key = 1\n# skipped here: net.core.rmem_max = 1 (x)\n"
+               "net.ipv4.tcp_slow_start_after_idle = 0\n")
+    entries, proc = restore_plan(
+        tmp_path, removed, {"usr/lib/sysctl.d/50-x.conf": "net.ipv4.tcp_slow_start_after_idle = 1\n"},
+        restore={"net.ipv4.ip_forward": False, "net.ipv4.tcp_rmem": "1 2 3"},
+        extra={"net.ipv4.ip_forward": "1", "net.ipv4.tcp_slow_start_after_idle": "0",
+               "net.ipv4.tcp_mtu_probing": "1"})
+    assert proc.writes == []
+    assert list(entries) == ["net.ipv4.ip_forward", "net.ipv4.tcp_mtu_probing",
+                             "net.ipv4.conf.*.forwarding", "net.ipv4.no_such_key",
+                             "net.ipv4.tcp_slow_start_after_idle"]
+    assert (entries["net.ipv4.ip_forward"].status, entries["net.ipv4.ip_forward"].wanted) == (sf.APPLIED, "0")
+    assert entries["net.ipv4.tcp_slow_start_after_idle"].status == sf.APPLIED
+    assert entries["net.ipv4.tcp_slow_start_after_idle"].source.endswith("/50-x.conf")
+    summary = sf.summarize_restore(entries.values())
+    assert summary["unrestored"] == ["net.ipv4.tcp_mtu_probing", "net.ipv4.conf.*.forwarding"]
+    assert "glob pattern" in entries["net.ipv4.conf.*.forwarding"].reason
+    assert entries["net.ipv4.no_such_key"].status == sf.UNCHANGED
+    assert "nothing live to restore" in entries["net.ipv4.no_such_key"].reason
+    assert "net.core.rmem_max" not in entries and "net.ipv4.tcp_rmem" not in entries
+
+
+def test_restore_entries_bad_value_in_a_remaining_file_fails(tmp_path):
+    entries, proc = restore_plan(tmp_path, "net.ipv4.tcp_mtu_probing = 1\n",
+                                 {"etc/sysctl.d/10-x.conf": "net.ipv4.tcp_mtu_probing = 300\n"})
+    entry = entries["net.ipv4.tcp_mtu_probing"]
+    assert entry.status == sf.FAILED and "out of range" in entry.reason and "10-x.conf" in entry.reason
+    assert entry.before == entry.after == "0" and proc.writes == []

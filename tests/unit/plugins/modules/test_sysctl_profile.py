@@ -27,11 +27,13 @@ def snapshot(name):
 class FakeProc(sf.ProcSys):
     """Fake /proc/sys tree built from a fixture snapshot; see module_utils/test_sysctl_profile.FakeProc."""
 
-    def __init__(self, base, snap, clamp=None, write_errors=None):
+    def __init__(self, base, snap, clamp=None, write_errors=None, extra=None):
         super(FakeProc, self).__init__(root=os.path.join(str(base), "proc_sys"),
                                        init_netns=snap["init_netns"],
                                        modules_roots=(os.path.join(str(base), "none"),))
-        for key, value in snap["values"].items():
+        values = dict(snap["values"])
+        values.update(extra or {})
+        for key, value in values.items():
             path = self.path(key)
             if not os.path.isdir(os.path.dirname(path)):
                 os.makedirs(os.path.dirname(path))
@@ -68,13 +70,16 @@ def module_calls(monkeypatch):
     return capture_warnings(monkeypatch)
 
 
-def run_module(args, proc, check=False, diff=False, expect=AnsibleExitJson):
+def run_module(args, proc, check=False, diff=False, expect=AnsibleExitJson, config=None):
     args = dict(args)
     args["_ansible_check_mode"] = check
     args["_ansible_diff"] = diff
     with patch_module_args(args):
         with pytest.raises(expect) as raised:
-            sysctl_profile.main(proc=proc)
+            if config is None:
+                sysctl_profile.main(proc=proc)
+            else:
+                sysctl_profile.main(proc=proc, config=config)
     return raised.value.args[0]
 
 
@@ -298,17 +303,19 @@ def test_overwrites_local_edits(tmp_path, module_calls):
         assert "swappiness" not in handle.read()
 
 
-def test_absent_removes_file_and_keeps_live_values(tmp_path, module_calls):
+def test_absent_removes_file_and_keeps_live_values_nothing_else_sets(tmp_path, module_calls):
+    config = sf.SysctlConfig(root=str(tmp_path / "fs"))  # no configuration files at all
     path = str(tmp_path / "p.conf")
     proc = init_ns(tmp_path)
     run_module({"path": path, "settings": {"net.ipv4.tcp_mtu_probing": 1}}, proc)
-    result = run_module({"path": path, "state": "absent"}, proc, check=True, diff=True)
+    result = run_module({"path": path, "state": "absent"}, proc, check=True, diff=True, config=config)
     assert result["changed"] and result["file_changed"] and os.path.exists(path)
     assert result["diff"][0]["after"] == "" and "tcp_mtu_probing" in result["diff"][0]["before"]
-    result = run_module({"path": path, "state": "absent"}, proc)
+    result = run_module({"path": path, "state": "absent"}, proc, config=config)
     assert result["changed"] and not os.path.exists(path)
+    assert result["unrestored"] == ["net.ipv4.tcp_mtu_probing"]
     assert proc.live("net.ipv4.tcp_mtu_probing") == "1"
-    result = run_module({"path": path, "state": "absent"}, proc)
+    result = run_module({"path": path, "state": "absent"}, proc, config=config)
     assert not result["changed"]
 
 
@@ -329,3 +336,172 @@ def test_missing_parent_directory_fails(tmp_path, module_calls):
                          "settings": {"net.ipv4.tcp_mtu_probing": 1}},
                         init_ns(tmp_path), expect=AnsibleFailJson)
     assert "does not exist" in result["msg"]
+
+
+# --- state=absent restores what the remaining configuration gives (issue 23) ------------------
+
+DROP_IN = "etc/sysctl.d/90-trainnet-sync-tunnel.conf"
+
+
+def fake_fs(base, files=None):
+    """A fake root with sysctl configuration files {relative path: content}; symlinks as
+    {relative path: ("->", target)}."""
+    root = base / "fs"
+    for directory in ("etc/sysctl.d", "usr/lib/sysctl.d"):
+        (root / directory).mkdir(parents=True, exist_ok=True)
+    for rel, content in (files or {}).items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, tuple):
+            os.symlink(content[1], str(target))
+        else:
+            target.write_text(content)
+    return sf.SysctlConfig(root=str(root)), str(root / DROP_IN)
+
+
+def gateway(base, files=None, forwarding="1", **kwargs):
+    """A node that was a site gateway: the sync_tunnel drop-in set ip_forward=1 (live: forwarding)."""
+    config, path = fake_fs(base, files)
+    proc = init_ns(base, extra={"net.ipv4.ip_forward": forwarding}, **kwargs)
+    with open(path, "w") as handle:
+        handle.write(sf.MANAGED_HEADER[0] + "\n\nnet.ipv4.ip_forward = 1\n")
+    return config, path, proc
+
+
+ABSENT = {"state": "absent", "restore": {"net.ipv4.ip_forward": 0}}
+
+
+def test_absent_restores_ip_forward_from_restore(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path, files={
+        "usr/lib/sysctl.d/50-default.conf": "net.ipv4.conf.all.rp_filter = 2\n"})
+    result = run_module(dict(ABSENT, path=path), proc, config=config, diff=True)
+    assert result["changed"] and result["file_changed"] and not os.path.exists(path)
+    assert proc.live("net.ipv4.ip_forward") == "0"
+    assert proc.writes == [("net.ipv4.ip_forward", "0")]
+    assert result["applied"] == ["net.ipv4.ip_forward"] and result["unrestored"] == []
+    assert result["keys"]["net.ipv4.ip_forward"] == {
+        "status": "applied", "before": "1", "after": "0", "wanted": "0", "source": "restore",
+        "reason": "live value differs; restoring 0 from the restore option"}
+    file_diff, live_diff = result["diff"]
+    assert "net.ipv4.ip_forward = 1" in file_diff["before"] and file_diff["after"] == ""
+    assert (live_diff["before"], live_diff["after"]) == ("net.ipv4.ip_forward = 1\n",
+                                                         "net.ipv4.ip_forward = 0\n")
+    # every later run of the role: no drop-in, nothing changes
+    again = run_module(dict(ABSENT, path=path), proc, config=config)
+    assert not again["changed"] and again["keys"] == {} and len(proc.writes) == 1
+    assert module_calls == []
+
+
+def test_absent_keeps_a_value_another_file_sets(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path, files={
+        "etc/sysctl.d/90-trainnet-control-plane.conf": "net.ipv4.ip_forward = 1\n"})
+    result = run_module(dict(ABSENT, path=path), proc, config=config)
+    assert result["changed"] and not os.path.exists(path)
+    assert proc.live("net.ipv4.ip_forward") == "1" and proc.writes == []
+    key = result["keys"]["net.ipv4.ip_forward"]
+    assert key["status"] == "unchanged" and key["wanted"] == "1"
+    assert key["source"] == str(tmp_path / "fs" / "etc/sysctl.d/90-trainnet-control-plane.conf")
+    assert result["unchanged"] == ["net.ipv4.ip_forward"] and result["applied"] == []
+
+
+def test_absent_restores_what_the_remaining_files_say_over_restore(tmp_path, module_calls):
+    # A vendor file of the same name as the drop-in is uncovered by its removal; a later-named
+    # file overrides it; the restore option only counts when no file sets the key.
+    config, path, proc = gateway(tmp_path, files={
+        "usr/lib/sysctl.d/90-trainnet-sync-tunnel.conf": "net.ipv4.ip_forward = 1\n",
+        "usr/lib/sysctl.d/95-later.conf": "net/ipv4/ip_forward = 0\nnet.ipv4.tcp_mtu_probing = 1\n"},
+        forwarding="1")
+    result = run_module(dict(path=path, state="absent", restore={"net.ipv4.ip_forward": 1}), proc,
+                        config=config)
+    assert proc.live("net.ipv4.ip_forward") == "0"
+    assert result["keys"]["net.ipv4.ip_forward"]["source"].endswith("/95-later.conf")
+
+
+def test_absent_without_drop_in_changes_nothing(tmp_path, module_calls):
+    config, path = fake_fs(tmp_path, files={"etc/sysctl.d/10-x.conf": "net.ipv4.ip_forward = 1\n"})
+    proc = init_ns(tmp_path, extra={"net.ipv4.ip_forward": "1"})
+    for check in (True, False):
+        result = run_module(dict(ABSENT, path=path), proc, config=config, check=check, diff=True)
+        assert not result["changed"] and not result["file_changed"]
+        assert result["keys"] == {} and result["unrestored"] == [] and proc.writes == []
+        assert result["diff"][1] == {"before": "", "after": "", "before_header": sf.LIVE_DIFF_HEADER,
+                                     "after_header": sf.LIVE_DIFF_HEADER}
+    assert proc.live("net.ipv4.ip_forward") == "1"
+    # also no directory at all (a host without /etc/sysctl.d)
+    result = run_module(dict(ABSENT, path=str(tmp_path / "none" / "x.conf")), proc, config=config)
+    assert not result["changed"]
+
+
+def test_absent_check_mode_predicts_and_writes_nothing(tmp_path, module_calls):
+    files = {"usr/lib/sysctl.d/50-default.conf": "net.ipv4.tcp_slow_start_after_idle = 0\n"}
+    check_config, check_path, check_proc = gateway(tmp_path / "check", files)
+    real_config, real_path, real_proc = gateway(tmp_path / "real", files)
+    for path in (check_path, real_path):
+        with open(path, "a") as handle:
+            handle.write("net.ipv4.tcp_slow_start_after_idle = 1\nnet.ipv4.tcp_mtu_probing = 1\n")
+    predicted = run_module(dict(ABSENT, path=check_path), check_proc, config=check_config,
+                           check=True, diff=True)
+    assert os.path.exists(check_path) and check_proc.writes == []
+    assert check_proc.live("net.ipv4.ip_forward") == "1"
+    done = run_module(dict(ABSENT, path=real_path), real_proc, config=real_config, diff=True)
+    for name in ("changed", "file_changed", "file_drifted", "applied", "unchanged", "skipped_keys",
+                 "failed_keys", "drifted", "unrestored"):
+        assert predicted[name] == done[name], name
+    # the same, but for the fake root in the source file names
+    assert json.dumps(predicted["keys"]).replace("/check/", "/real/") == json.dumps(done["keys"])
+    assert predicted["diff"][1] == done["diff"][1]
+    assert predicted["diff"][0]["after"] == done["diff"][0]["after"] == ""
+    assert done["applied"] == ["net.ipv4.ip_forward", "net.ipv4.tcp_slow_start_after_idle"]
+    assert done["unrestored"] == ["net.ipv4.tcp_mtu_probing"]
+    assert real_proc.live("net.ipv4.tcp_slow_start_after_idle") == "0"
+
+
+def test_absent_key_in_neither_is_reported_and_untouched(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path)
+    with open(path, "a") as handle:
+        handle.write("net.ipv4.tcp_mtu_probing = 1\n")
+    proc.write("net.ipv4.tcp_mtu_probing", "1")
+    proc.writes = []
+    result = run_module(dict(ABSENT, path=path), proc, config=config)
+    assert result["unrestored"] == ["net.ipv4.tcp_mtu_probing"]
+    key = result["keys"]["net.ipv4.tcp_mtu_probing"]
+    assert key["status"] == "unchanged" and key["wanted"] is None and key["source"] is None
+    assert key["before"] == key["after"] == "1" and "left as it is" in key["reason"]
+    assert proc.live("net.ipv4.tcp_mtu_probing") == "1"
+    assert proc.writes == [("net.ipv4.ip_forward", "0")]
+    assert result["unchanged"] == ["net.ipv4.tcp_mtu_probing"]
+
+
+def test_absent_refused_value_keeps_the_drop_in_for_the_next_run(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path, write_errors={"net.ipv4.ip_forward": errno.EIO})
+    result = run_module(dict(ABSENT, path=path), proc, config=config, expect=AnsibleFailJson)
+    assert result["failed_keys"] == ["net.ipv4.ip_forward"] and "[EIO]" in result["msg"]
+    assert "is kept" in result["msg"] and os.path.exists(path) and not result["file_changed"]
+    proc.write_errors = {}
+    result = run_module(dict(ABSENT, path=path), proc, config=config)
+    assert result["applied"] == ["net.ipv4.ip_forward"] and not os.path.exists(path)
+
+
+def test_absent_invalid_restore_fails_before_anything(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path)
+    result = run_module(dict(path=path, state="absent", restore={"net.ipv4.tcp_mtu_probing": "abc"}),
+                        proc, config=config, expect=AnsibleFailJson)
+    assert "invalid restore" in result["msg"] and "tcp_mtu_probing" in result["msg"]
+    assert os.path.exists(path) and proc.writes == []
+
+
+def test_absent_apply_live_false_only_removes_the_file(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path)
+    result = run_module(dict(ABSENT, path=path, apply_live=False), proc, config=config)
+    assert result["changed"] and not os.path.exists(path) and proc.writes == []
+    assert result["drifted"] == ["net.ipv4.ip_forward"] and result["applied"] == []
+
+
+def test_absent_key_not_settable_here_is_skipped_with_a_warning(tmp_path, module_calls):
+    config, path, proc = gateway(tmp_path)
+    os.chmod(proc.path("net.ipv4.ip_forward"), 0o444)
+    proc.read_only.add("net.ipv4.ip_forward")
+    proc._init_netns = False
+    result = run_module(dict(ABSENT, path=path), proc, config=config)
+    assert result["skipped_keys"] == ["net.ipv4.ip_forward"] and not os.path.exists(path)
+    assert len(module_calls) == 1 and "net.ipv4.ip_forward" in module_calls[0]
