@@ -28,6 +28,7 @@ __metaclass__ = type
 
 import errno
 import hashlib
+import hmac
 import os
 import re
 import tempfile
@@ -55,8 +56,11 @@ def validate_name(name):
     return None
 
 
-def config_digest(paths):
+def config_digest(paths, key=None):
     """(sha256 hex over the paths and contents in order, [paths that do not exist]).
+
+    With `key` it is an HMAC-SHA256: the files may hold credentials (Squid's peers), and a plain
+    hash of them in a result or a diff would let a weak password be confirmed offline.
 
     Each file adds its path, NUL, its length in decimal, NUL, then its bytes, so moving bytes
     from one file to the next, renaming a file or reordering the list changes the digest. A file
@@ -64,7 +68,7 @@ def config_digest(paths):
     reload for a file a skipped task would have written). Other read errors (EACCES, EISDIR)
     raise OSError.
     """
-    digest = hashlib.sha256()
+    digest = hmac.new(key, digestmod=hashlib.sha256) if key else hashlib.sha256()
     missing = []
     for path in paths:
         digest.update(path.encode('utf-8', 'surrogateescape') + b'\0')
@@ -80,6 +84,41 @@ def config_digest(paths):
         digest.update(str(len(content)).encode('ascii') + b'\0')
         digest.update(content)
     return digest.hexdigest(), missing
+
+
+KEY_NAME = '.key'
+KEY_BYTES = 32
+
+
+def load_key(state_dir, create):
+    """The host's record key (state_dir/.key, 32 random bytes, 0600). Missing: created when
+    `create`, else (check mode) a throwaway key, which matches no record: a reload is predicted,
+    as it would be for a host without records."""
+    path = os.path.join(state_dir, KEY_NAME)
+    try:
+        with open(path, 'rb') as handle:
+            key = handle.read(KEY_BYTES + 1)
+        if len(key) == KEY_BYTES:
+            return key
+    except (IOError, OSError) as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+    key = os.urandom(KEY_BYTES)
+    if not create:
+        return key
+    ensure_state_dir(state_dir)
+    fd, tmp = tempfile.mkstemp(prefix='.key.', suffix='.tmp', dir=state_dir)
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            os.fchmod(handle.fileno(), RECORD_MODE)
+            handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return key
 
 
 def record_path(state_dir, name):

@@ -183,7 +183,9 @@ state_file:
   type: str
   sample: /var/lib/trainnet/config-loaded/bird.sha256
 checksum:
-  description: sha256 of O(paths) now (paths and contents, in order).
+  description:
+    - HMAC-SHA256 of O(paths) now (paths and contents, in order), keyed by a random per-host key in
+      O(state_dir) (C(.key), 0600), so that a digest of files holding credentials reveals nothing.
   returned: when the files could be read
   type: str
   sample: 9f2c4e0d6f0b5d1f3b8a4c6e2d7a1b0c9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b
@@ -247,7 +249,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import run_bounded
 from ansible_collections.longhaul.trainnet.plugins.module_utils.config_loaded import (
-    ACTION_NONE, ACTION_RELOAD, build_diff, config_digest, ensure_state_dir, plan,
+    ACTION_NONE, ACTION_RELOAD, build_diff, config_digest, ensure_state_dir, load_key, plan,
     read_record, record_path, reload_problem, validate_name, write_record,
 )
 from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import describe_os_error
@@ -294,7 +296,8 @@ def run(module):
     state_file = result['state_file']
 
     try:
-        digest, missing = config_digest(p['paths'])
+        # Keyed by a host secret: the digest reaches results and diffs, the files may hold credentials.
+        digest, missing = config_digest(p['paths'], load_key(p['state_dir'], create=not module.check_mode))
     except (IOError, OSError) as exc:
         module.fail_json(msg='config_loaded %s: cannot read %s: %s'
                          % (p['name'], exc.filename, describe_os_error(exc)), **result)

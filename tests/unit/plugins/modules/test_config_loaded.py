@@ -9,11 +9,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import stat
 
 import pytest
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.config_loaded import config_digest
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_loaded import KEY_NAME, config_digest
 from ansible_collections.longhaul.trainnet.plugins.modules import config_loaded
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
     fake_get_bin_path, patch_module, run_with_args,
@@ -62,7 +63,9 @@ class Host(object):
         return args
 
     def digest(self):
-        return config_digest([str(self.conf), str(self.include)])[0]
+        """The keyed digest the module records (the host key it created in the state directory)."""
+        key = (self.state_dir / KEY_NAME).read_bytes()
+        return config_digest([str(self.conf), str(self.include)], key)[0]
 
 
 @pytest.fixture
@@ -197,7 +200,9 @@ def test_loaded_by_start_records_without_a_reload(host):
 def test_diff_shows_the_recorded_and_the_new_digest(host):
     ok, result = run_module(host.args(), check_mode=True, diff=True)
     assert ok and result['diff']['before'] == ''
-    assert result['diff']['after'] == 'sha256 %s\n' % host.digest()
+    # No host key yet, and check mode creates none: the digest is under a throwaway key.
+    assert re.match(r'sha256 [0-9a-f]{64}\n$', result['diff']['after']), result['diff']
+    assert not (host.state_dir / KEY_NAME).exists()
     assert str(host.conf) in result['diff']['before_header']
     run_module(host.args())
     recorded = host.record()
@@ -244,3 +249,14 @@ def test_unreadable_record_fails(host):
     (host.state_dir / 'svc.sha256').mkdir()
     ok, result = run_module(host.args())
     assert not ok and 'cannot read the record' in result['msg'] and host.reloads() == []
+
+
+def test_the_digest_is_keyed_by_a_host_secret(host):
+    """The loader's files hold proxy credentials: the digest in results and diffs is an HMAC under a
+    random per-host key (0600), not a plain hash a weak password could be checked against."""
+    ok, result = run_module(host.args())
+    assert ok, result
+    key_file = host.state_dir / KEY_NAME
+    assert stat.S_IMODE(os.stat(str(key_file)).st_mode) == 0o600 and len(key_file.read_bytes()) == 32
+    assert result['checksum'] != config_digest([str(host.conf), str(host.include)])[0]
+    assert result['checksum'] == host.digest()
