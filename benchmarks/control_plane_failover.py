@@ -239,7 +239,7 @@ def takeover(primary):
     # The secondary's standby store (training_job) answers a new rendezvous: a key set and read back
     # from a training node behind the master, through the address the agents use.
     probe = sh(pexec("trainnet-lab-cn-gpu1", "sh", "-c",
-                     '. /etc/trainnet/training_job.env && "$TRAINNET_PYTHON" "$TRAINNET_STORE_CLIENT" --check '
+                     'set -a; . /etc/trainnet/training_job.env; set +a; "$TRAINNET_PYTHON" "$TRAINNET_STORE_CLIENT" --check '
                      '--host %s --port %d --timeout-sec 20' % (RDV, RDV_PORT)), 90, check=False)
     res["store_answered"] = probe.returncode == 0
     res["store_check"] = (probe.stdout + probe.stderr).strip()[-500:]
