@@ -302,3 +302,35 @@ def test_limited_rerun_changes_nothing_and_logs_no_key():
     for secret in secrets:
         assert secret not in output
     assert on(MASTER).check_output("wg show all peers") == before
+
+
+def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
+    """The anchor's private key file is lost: a full converge at -vvv makes a new one, restarts that
+    host's tunnels with it (the running interfaces held the old key) and gives the peers the new public
+    key; every tunnel hands shake again and no private key, old or new, appears in the output."""
+    use = on(USE)
+    old_secret = use.file("/etc/trainnet/wireguard/private.key").content_string.strip()
+    use.check_output("rm -f /etc/trainnet/wireguard/private.key")
+    started = int(time.time()) - 1
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv"],
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+        capture_output=True, text=True, timeout=900, check=False)
+    output = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+    assert proc.returncode == 0, output[-3000:]
+    new_secret = use.file("/etc/trainnet/wireguard/private.key").content_string.strip()
+    assert new_secret and new_secret != old_secret
+    assert old_secret not in output and new_secret not in output
+    public = use.file("/etc/trainnet/wireguard/public.key").content_string.strip()
+    for peer in peers_of(USE):
+        # The running interface holds the key of the file, and the peer holds its public key.
+        assert use.check_output("wg show %s public-key", IF_TO[peer]).strip() == public
+        assert public in on(peer).check_output("wg show %s peers", IF_TO[USE])
+
+        def handshake(peer=peer):
+            stamp = int(on(peer).check_output("wg show %s latest-handshakes", IF_TO[USE]).split()[-1])
+            return stamp if stamp >= started else None
+        stamp = wait_for(handshake, 30)
+        assert stamp, "no handshake on %s towards %s after the key change" % (peer, USE)
+    for name in (MASTER, USW, USE):
+        test_bfd_sessions_up_on_every_tunnel(on(name))
