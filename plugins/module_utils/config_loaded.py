@@ -107,17 +107,7 @@ def load_key(state_dir, create):
     if not create:
         return key
     ensure_state_dir(state_dir)
-    fd, tmp = tempfile.mkstemp(prefix='.key.', suffix='.tmp', dir=state_dir)
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            os.fchmod(handle.fileno(), RECORD_MODE)
-            handle.write(key)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    _write_private(path, key)
     return key
 
 
@@ -179,14 +169,19 @@ def ensure_state_dir(path):
 
 
 def write_record(path, digest):
-    """Write `digest` to `path` atomically: a temporary file in the same directory (mkstemp,
-    0600), fsync, then rename over the record; a crash leaves the old record or the new one."""
+    """Write `digest` to `path` atomically (see _write_private): a crash leaves the old record or the new one."""
+    _write_private(path, digest.encode('ascii') + b'\n')
+
+
+def _write_private(path, data):
+    """Write `data` to `path` atomically: a temporary file in the same directory (mkstemp, 0600),
+    fsync, then rename over `path`, then fsync the directory where the file system allows it."""
     directory = os.path.dirname(path) or '.'
     fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), suffix='.tmp', dir=directory)
     try:
         with os.fdopen(fd, 'wb') as handle:
             os.fchmod(handle.fileno(), RECORD_MODE)
-            handle.write(digest.encode('ascii') + b'\n')
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.rename(tmp, path)

@@ -506,17 +506,10 @@ def run_absent(module, path, result, proc=None, config=None):
                                  "changed)" % to_native(e), **result)
         # 1. plan (identical in check mode and in a real run)
         entries = restore_entries(content, values, restore, proc, apply_live=p["apply_live"])
-        if p["strict"]:
-            make_strict(entries)
-        if any(e.status == FAILED for e in entries):
-            result.update(summarize_restore(entries))
-            module.fail_json(msg=failure_message(entries) + " (nothing was changed)", **result)
+        refuse_a_failed_plan(module, entries, result, summarize_restore)
         # 2. act: the live values first; the drop-in goes only when they all took, so that a
         # key the kernel refused is restored again by the next run instead of being forgotten.
-        if not module.check_mode and p["apply_live"]:
-            apply_entries(entries, proc)
-            if p["strict"]:
-                make_strict(entries)
+        apply_the_plan(module, entries, proc)
     refused = any(e.status == FAILED for e in entries)
     remove = exists and not refused
     if remove and not module.check_mode:
@@ -537,6 +530,23 @@ def run_absent(module, path, result, proc=None, config=None):
         kept = " (%s is kept, so that the next run restores its keys again)" % path
         module.fail_json(msg=failure_message(entries) + kept, **result)
     module.exit_json(**result)
+
+
+def refuse_a_failed_plan(module, entries, result, summary):
+    """Strict mode turns skips into failures; a plan with failures is refused before anything changes."""
+    if module.params["strict"]:
+        make_strict(entries)
+    if any(e.status == FAILED for e in entries):
+        result.update(summary(entries))
+        module.fail_json(msg=failure_message(entries) + " (nothing was changed)", **result)
+
+
+def apply_the_plan(module, entries, proc):
+    """The live values of a plan (not in check mode, not without apply_live); strict again after."""
+    if not module.check_mode and module.params["apply_live"]:
+        apply_entries(entries, proc)
+        if module.params["strict"]:
+            make_strict(entries)
 
 
 def run(module, proc=None, config=None):
@@ -572,18 +582,10 @@ def run(module, proc=None, config=None):
 
     # 1. plan (identical in check mode and in a real run)
     plan_entries(entries, proc, apply_live=p["apply_live"])
-    if p["strict"]:
-        make_strict(entries)
-    if any(e.status == FAILED for e in entries):
-        # Nothing has been changed yet: refuse to act on a plan with failures.
-        result.update(summarize(entries))
-        module.fail_json(msg=failure_message(entries) + " (nothing was changed)", **result)
+    refuse_a_failed_plan(module, entries, result, summarize)
 
     # 2. act
-    if not module.check_mode and p["apply_live"]:
-        apply_entries(entries, proc)
-        if p["strict"]:
-            make_strict(entries)
+    apply_the_plan(module, entries, proc)
 
     wanted_content = render_file(entries, p["header"])
     file_drifted = current != wanted_content or not attrs_ok(st)
