@@ -304,23 +304,53 @@ def test_limited_rerun_changes_nothing_and_logs_no_key():
     assert on(MASTER).check_output("wg show all peers") == before
 
 
+# Every distinct process command line on a host, sampled every 10 ms until a stop file appears (bounded).
+CMDLINE_SAMPLER = """
+import os, sys, time
+out, stop, end = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
+seen = set()
+while time.monotonic() < end and not os.path.exists(stop):
+    for pid in os.listdir('/proc'):
+        if pid.isdigit():
+            try:
+                with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                    seen.add(f.read().replace(b'\\0', b' '))
+            except OSError:
+                pass
+    time.sleep(0.01)
+with open(out, 'wb') as f:
+    f.write(b'\\n'.join(sorted(seen)))
+"""
+
+
 def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
     """The anchor's private key file is lost: a full converge at -vvv makes a new one, restarts that
     host's tunnels with it (the running interfaces held the old key) and gives the peers the new public
-    key; every tunnel hands shake again and no private key, old or new, appears in the output."""
+    key; every tunnel hands shake again, and no private key, old or new, appears in the output or in any
+    process's arguments on the host while the converge ran (sampled throughout, not one snapshot)."""
     use = on(USE)
     old_secret = use.file("/etc/trainnet/wireguard/private.key").content_string.strip()
-    use.check_output("rm -f /etc/trainnet/wireguard/private.key")
+    use.check_output("rm -f /etc/trainnet/wireguard/private.key /tmp/cmdlines.stop /tmp/cmdlines.txt")
+    sampler = subprocess.Popen(["podman", "exec", USE, "python3", "-c", CMDLINE_SAMPLER, "/tmp/cmdlines.txt",
+                                "/tmp/cmdlines.stop", "900"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     started = int(time.time()) - 1
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv"],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-        capture_output=True, text=True, timeout=900, check=False)
+    try:
+        proc = subprocess.run(
+            ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv"],
+            env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+            capture_output=True, text=True, timeout=900, check=False)
+    finally:
+        use.run("touch /tmp/cmdlines.stop")
+        sampler.communicate(timeout=60)
     output = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     assert proc.returncode == 0, output[-3000:]
     new_secret = use.file("/etc/trainnet/wireguard/private.key").content_string.strip()
     assert new_secret and new_secret != old_secret
     assert old_secret not in output and new_secret not in output
+    cmdlines = use.file("/tmp/cmdlines.txt").content_string
+    # The sampler saw the moments that load the key (the setup helper runs once per restarted tunnel).
+    assert "trainnet-wg-setup" in cmdlines, cmdlines[-2000:]
+    assert old_secret not in cmdlines and new_secret not in cmdlines
     public = use.file("/etc/trainnet/wireguard/public.key").content_string.strip()
     for peer in peers_of(USE):
         # The running interface holds the key of the file, and the peer holds its public key.
