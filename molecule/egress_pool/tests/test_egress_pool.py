@@ -229,6 +229,17 @@ def test_credentials_file_is_0640_root_proxy_and_nowhere_else():
     assert password not in loader.check_output("journalctl --no-pager -q -o cat 2>/dev/null | tail -n 2000 || true")
 
 
+def converge_verbose():
+    """The scenario's converge at -vvv --diff (bounded): its whole output, once it has succeeded."""
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv", "--diff"],
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+        capture_output=True, text=True, timeout=600, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    return output
+
+
 def test_a_converge_that_rewrites_the_credentials_logs_none_of_them():
     """The files holding the upstream's credentials are lost: the converge at -vvv --diff writes them
     again (a run that changes them, where a diff or a module argument would show them) without the
@@ -236,12 +247,7 @@ def test_a_converge_that_rewrites_the_credentials_logs_none_of_them():
     loader = on(LOADER)
     password = secret()
     loader.check_output("rm -f /etc/squid/trainnet-egress-peers.conf /etc/trainnet/egress_pool/upstreams.json")
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv", "--diff"],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-        capture_output=True, text=True, timeout=600, check=False)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-3000:]
+    output = converge_verbose()
     assert re.search(r"%s\s*:\s*ok=\d+\s+changed=[1-9]" % LOADER, output), output[-2000:]
     assert "login=trainnet:%s" % password in loader.file("/etc/squid/trainnet-egress-peers.conf").content_string
     assert password not in output
@@ -249,12 +255,7 @@ def test_a_converge_that_rewrites_the_credentials_logs_none_of_them():
 
 def test_converge_log_shows_no_credential_and_changes_nothing():
     password = secret()
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv", "--diff"],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-        capture_output=True, text=True, timeout=600, check=False)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-3000:]
+    output = converge_verbose()
     assert password not in output
     for name in (LOADER, EGRESS_A, EGRESS_B):
         assert re.search(r"%s\s*:\s*ok=\d+\s+changed=0\s" % name, output), output[-2000:]
