@@ -229,6 +229,24 @@ def test_credentials_file_is_0640_root_proxy_and_nowhere_else():
     assert password not in loader.check_output("journalctl --no-pager -q -o cat 2>/dev/null | tail -n 2000 || true")
 
 
+def test_credentials_go_to_the_external_proxy_only_inside_tls():
+    """Issue 23 finding 5: the external proxy's port speaks TLS only, so the pool's requests through it
+    (test_requests_through_the_pool_reach_the_origin_via_every_upstream) and the watchdog's throughput
+    probe (test_metrics_count_requests_per_upstream) carried its credentials inside TLS. Here: Squid is
+    told to use TLS to it; a plain-HTTP client gets no proxy answer from that port, a TLS one gets 407."""
+    loader = on(LOADER)
+    peers = loader.file("/etc/squid/trainnet-egress-peers.conf").content_string
+    line = [entry for entry in peers.splitlines() if "name=%s" % EXTERNAL in entry][0]
+    assert " tls tls-domain=origin.molecule.test tls-cafile=%s" % CA in line, line
+    plain = loader.run("curl -sS -o /dev/null -w '%%{http_connect}' --max-time 10 -x http://origin.molecule.test:3130"
+                       " --proxy-user trainnet:wrong --cacert %s %s", CA, URL)
+    assert plain.stdout.strip() in ("000", ""), plain.stdout
+    # An https URL goes through CONNECT: curl reports the proxy's answer to it as http_connect.
+    tls = loader.run("curl -sS -o /dev/null -w '%%{http_connect}' --max-time 10 -x https://origin.molecule.test:3130"
+                     " --proxy-cacert %s --proxy-user trainnet:wrong --cacert %s %s", CA, CA, URL)
+    assert tls.stdout.strip() == "407", tls.stdout  # the TLS port is the proxy, and it wants credentials
+
+
 def converge_verbose():
     """The scenario's converge at -vvv --diff (bounded): its whole output, once it has succeeded."""
     proc = subprocess.run(

@@ -73,8 +73,13 @@ def up(**fields):
     ({"egress_pool_upstreams": [up(port=0)]}, "egress_pool_upstreams[0].port=0 is outside the allowed range 1-65535"),
     ({"egress_pool_upstreams": [up(name="egress1")]}, "egress_pool_upstreams[0].name=egress1 is used twice in the pool"),
     ({"egress_pool_upstreams": [up(name="bad name")]}, "egress_pool_upstreams[0].name=bad name must be set"),
-    ({"egress_pool_upstreams": [up(username="u", password=SECRET)]},
+    ({"egress_pool_upstreams": [up(username="u", password=SECRET, tls=True)]},
      "egress_pool_upstreams[0].password is given in clear text; egress_pool_require_vaulted_credentials requires"),
+    # Issue 23 finding 5: credentials to an upstream whose proxy port is plain HTTP would cross the ocean in clear.
+    ({"egress_pool_upstreams": [up(username="u", password=SECRET)], "egress_pool_require_vaulted_credentials": False},
+     "egress_pool_upstreams[0] (ext1) has credentials but not tls: true, so they would cross the network in clear"),
+    ({"egress_pool_upstreams": [up(username="u", tls=True, tls_name="a b")]},
+     "egress_pool_upstreams[0].tls_name=a b contains white space"),
     ({"egress_pool_max_loss_pct": -1}, "egress_pool_max_loss_pct=-1 is outside the allowed range 0-100 (a threshold cannot be negative)"),
     ({"egress_pool_min_throughput_mbps": -5}, "egress_pool_min_throughput_mbps=-5 is outside the allowed range"),
     ({"egress_pool_max_rtt_factor": -2}, "egress_pool_max_rtt_factor=-2 is outside the allowed range 1-1000"),
@@ -128,14 +133,14 @@ def test_vaulted_password_passes_and_is_never_shown(tmp_path):
                                check=True, timeout=60).stdout
     vars_file = tmp_path / "vault.yml"
     vars_file.write_text(encrypted + "egress_pool_upstreams:\n  - {name: ext1, host: proxy.example.net, port: 8080,"
-                         " username: u, password: '{{ unit_egress_password }}'}\n")
+                         " username: u, password: '{{ unit_egress_password }}', tls: true}\n")
     rc, out = run(tmp_path, {}, vars_file=str(vars_file))
     assert reached_a_host(out) and "clear text" not in out, out[-3000:]
     assert SECRET not in out
     # The same value in clear text is refused, and still not shown.
-    rc, out = run(tmp_path, {"egress_pool_upstreams": [up(username="u", password=SECRET)]})
+    rc, out = run(tmp_path, {"egress_pool_upstreams": [up(username="u", password=SECRET, tls=True)]})
     assert "clear text" in out and SECRET not in out
     # Unless the check is switched off.
-    rc, out = run(tmp_path, {"egress_pool_upstreams": [up(username="u", password=SECRET)],
+    rc, out = run(tmp_path, {"egress_pool_upstreams": [up(username="u", password=SECRET, tls=True)],
                              "egress_pool_require_vaulted_credentials": False})
     assert "clear text" not in out and reached_a_host(out) and SECRET not in out, out[-3000:]
