@@ -68,7 +68,7 @@ def serve(listener, handle):
     def loop():
         while True:
             try:
-                conn, _ = listener.accept()
+                conn = listener.accept()[0]
             except OSError:
                 return
             threading.Thread(target=handle, args=(conn,), daemon=True).start()
@@ -79,7 +79,7 @@ def relay(a, b):
     """Copy bytes both ways until either side closes (bounded by TIMEOUT per wait)."""
     sockets = [a, b]
     while True:
-        ready, _, _ = select.select(sockets, [], [], TIMEOUT)
+        ready = select.select(sockets, [], [], TIMEOUT)[0]
         if not ready:
             return
         for s in ready:
@@ -133,7 +133,7 @@ def network(pki):
                     line = reader.readline().decode().strip()
                     if not line:
                         break
-                    key, _, value = line.partition(":")
+                    key, value = (line.split(":", 1) + [""])[:2]
                     headers[key.strip().lower()] = value.strip()
                 token = base64.b64encode(("%s:%s" % (USER, PASSWORD)).encode()).decode()
                 seen["auth"].append(headers.get("proxy-authorization"))

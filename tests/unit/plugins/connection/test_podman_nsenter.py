@@ -98,8 +98,9 @@ def test_podman_is_asked_once_then_every_command_goes_through_nsenter(connection
     make, calls, cache = connection
     # The fake podman answers with its parent's PID: the connection's own process, alive and stable.
     monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: "42")
-    for _ in range(3):
+    for round_number in range(3):
         conn = make()                       # Ansible makes a connection per task
+        assert round_number < 3
         rc, out, err = conn.exec_command("/bin/sh -c 'cat; echo done'", in_data=b"module\n")
         assert (rc, out, err) == (0, b"module\ndone\n", b"")
         conn.close()
@@ -109,7 +110,7 @@ def test_podman_is_asked_once_then_every_command_goes_through_nsenter(connection
 
 
 def test_files_go_both_ways_and_the_exit_status_comes_back(connection, tmp_path, monkeypatch):
-    make, calls, _ = connection
+    make = connection[0]
     monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: "42")
     conn = make()
     payload = bytes(range(256)) * 500
@@ -126,7 +127,7 @@ def test_files_go_both_ways_and_the_exit_status_comes_back(connection, tmp_path,
 
 
 def test_a_cache_directory_others_can_write_is_refused(connection, monkeypatch):
-    make, _, cache = connection
+    make, cache = connection[0], connection[2]
     cache.mkdir(mode=0o777)
     os.chmod(cache, 0o777)
     with pytest.raises(AnsibleConnectionFailure, match="0700"):
