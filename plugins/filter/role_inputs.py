@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Filters that check a role's inputs. Documentation: unknown_variables.yml, mtu_problem.yml and
-address_in_networks.yml next to this file."""
+"""Filters that check a role's inputs. Documentation: unknown_variables.yml, mtu_problem.yml,
+address_in_networks.yml, config_value_problem.yml and systemd_quote.yml next to this file."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,6 +16,7 @@ import ipaddress
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils import config_value
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
 
 
@@ -61,6 +62,20 @@ def mtu_problem(value, name):
     return '%s=%s is outside the allowed range %d-%d' % (name, value, MTU_MIN, MTU_MAX)
 
 
+def config_value_problem(value, kind, name):
+    """'' when `value` is a valid `kind` (wireguard_key, interface_name, unit_path, unit_text), else a
+    message naming `name`, the value and what it must be (module_utils/config_value.py)."""
+    try:
+        return config_value.problem(value, kind, name)
+    except ValueError as exc:
+        raise AnsibleFilterError('config_value_problem: %s' % exc)
+
+
+def systemd_quote(value):
+    """`value` as one argument of a systemd ExecStart= line (module_utils/config_value.py)."""
+    return config_value.systemd_quote(value)
+
+
 def address_in_networks(address, networks):
     """True when `address` (IPv4 or IPv6, an IPv4-mapped IPv6 address counts as IPv4) lies in one of `networks`."""
     try:
@@ -85,5 +100,5 @@ class FilterModule(object):
     """Role input checks of longhaul.trainnet."""
 
     def filters(self):
-        return {'address_in_networks': address_in_networks, 'mtu_problem': mtu_problem,
-                'unknown_variables': unknown_variables}
+        return {'address_in_networks': address_in_networks, 'config_value_problem': config_value_problem,
+                'mtu_problem': mtu_problem, 'systemd_quote': systemd_quote, 'unknown_variables': unknown_variables}

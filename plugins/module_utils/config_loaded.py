@@ -31,7 +31,8 @@ import hashlib
 import hmac
 import os
 import re
-import tempfile
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils.textfile import write_atomic
 
 DEFAULT_STATE_DIR = '/var/lib/trainnet/config-loaded'
 RECORD_SUFFIX = '.sha256'
@@ -174,20 +175,10 @@ def write_record(path, digest):
 
 
 def _write_private(path, data):
-    """Write `data` to `path` atomically: a temporary file in the same directory (mkstemp, 0600),
-    fsync, then rename over `path`, then fsync the directory where the file system allows it."""
+    """Write `data` to `path` atomically, mode 0600 (textfile.write_atomic), then fsync the
+    directory where the file system allows it."""
     directory = os.path.dirname(path) or '.'
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), suffix='.tmp', dir=directory)
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            os.fchmod(handle.fileno(), RECORD_MODE)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.rename(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomic(path, data, RECORD_MODE)
     try:   # make the rename itself durable; not possible everywhere (some file systems refuse)
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:

@@ -14,21 +14,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import binascii
 import ipaddress
-import re
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_interface_name, is_wireguard_key
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
 
 # Worst case per packet: outer IPv6 (40) + UDP (8) + WireGuard header (16) + auth tag (16). With
 # an IPv4 underlay it is 60, but an endpoint may move to IPv6: always subtract the worst case.
 WIREGUARD_OVERHEAD = 80
-IFNAMSIZ = 15  # usable characters of a Linux interface name
 BFD_PORTS = (3784, 3785, 4784)  # single-hop control, echo, multi-hop (RFC 5881, 5883)
 PREFERENCE_DIRECT = 200
 PREFERENCE_RELAY = 100
-_IFNAME_OK = re.compile(r'^[A-Za-z0-9_.-]+$')
 
 
 class PlanError(Exception):
@@ -51,11 +47,7 @@ def _net(text):
 
 def valid_preshared_key(text):
     """True when `text` is base64 of exactly 32 bytes (what `wg genpsk` prints)."""
-    try:
-        raw = base64.b64decode(str(text).strip(), validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return len(raw) == 32
+    return is_wireguard_key(str(text).strip())
 
 
 def tunnel_mtu_limit(path_mtu):
@@ -64,8 +56,8 @@ def tunnel_mtu_limit(path_mtu):
 
 def interface_name(peer_name, peer_id):
     """`wg-<peer>` when the inventory name fits an interface name, else `wg-id<N>`."""
-    name = 'wg-' + peer_name
-    if len(name) <= IFNAMSIZ and _IFNAME_OK.match(peer_name):
+    name = 'wg-%s' % peer_name
+    if is_interface_name(name):
         return name
     return 'wg-id%d' % peer_id
 

@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 FILE_NAME = 'trainnet_control_plane.prom'
@@ -254,14 +255,34 @@ def render_metrics(status, now):
     return '\n'.join(lines) + '\n'
 
 
+# A copy of module_utils/textfile.py's write_atomic (this file runs alone on the host); tests
+# keep the two identical.
+def write_atomic(path, text, mode):
+    """Replace `path` with `text` (str or bytes), permissions `mode`, atomically.
+
+    mkstemp picks an unpredictable name with O_EXCL (a symlink planted there is never opened);
+    the mode is set on the descriptor, never by path; os.replace swaps the name, so a symlink
+    at `path` is replaced, not followed. The temporary file is removed on any error."""
+    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), suffix='.tmp',
+                               dir=os.path.dirname(path) or '.')
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(text.encode('utf-8') if isinstance(text, str) else text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
 def write_textfile(directory, text):
-    target = os.path.join(directory, FILE_NAME)
-    tmp = target + '.tmp'
-    with open(tmp, 'w') as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, target)  # atomic: node_exporter never reads half a file
-    return target
+    return write_atomic(os.path.join(directory, FILE_NAME), text, 0o644)
 
 
 def main(argv):

@@ -25,6 +25,7 @@ __metaclass__ = type
 import ipaddress
 import json
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_unit_text, problem as value_problem
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN, MTU_MIN_IPV6
 
 # Protocol numbers a route may be tagged with: 0-4 are the kernel's own (unspec, redirect,
@@ -116,6 +117,10 @@ def validate_wanted(routes, protocol):
                                     or not all(c.isalnum() or c == "_" for c in congctl)):
             errors.append("%s (%s): congctl must be a congestion control name such as bbr, got %r"
                           % (label, route["prefix"], congctl))
+        name = route.get("name")
+        if name is not None and not is_unit_text(name):
+            # the name is a comment line of the boot unit (data_plane's link unit)
+            errors.append("%s (%s): %s" % (label, route["prefix"], value_problem(name, "unit_text", "name")))
         key = str(network)
         if key in seen:
             errors.append("%s: prefix %s is also routes[%d]; give each prefix once"

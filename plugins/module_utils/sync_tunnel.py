@@ -25,6 +25,7 @@ __metaclass__ = type
 
 import ipaddress
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_unit_text, problem as value_problem
 from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import WIREGUARD_OVERHEAD
 
 DEFAULT_MESH_PEER_LIMIT = 64
@@ -76,6 +77,10 @@ def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMI
         if name in names:
             problems.append('training node %s is listed twice' % name)
         names[name] = node
+        # both go into a comment line of every peer's configuration
+        for field in ('name', 'site'):
+            if node.get(field) and not is_unit_text(node[field]):
+                problems.append('training node %r: %s' % (name, value_problem(node[field], 'unit_text', field)))
         if not node.get('site'):
             problems.append('training node %s has no site' % name)
         address = _address(node.get('address', ''))
@@ -134,6 +139,7 @@ def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEE
 
     Raises SyncPlanError listing every problem (the whole input is checked, not only `me`'s part)."""
     problems = check(nodes, links, default_mtu, mesh_peer_limit, listen_port, network)
+    problems += key_problems(public_keys or {})
     by_name = dict((n.get('name'), n) for n in nodes)
     if me not in by_name:
         problems.append('host %s is not one of the training nodes (%s)' % (me, ', '.join(sorted(map(str, by_name)))))
@@ -195,6 +201,15 @@ def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEE
         'config': render_peers(out_peers, keys),
         'keys_complete': all(p['name'] in keys for p in out_peers),
     }
+
+
+def key_problems(public_keys):
+    """A message per key that is not a WireGuard public key, naming the node: each is written into
+    every peer's configuration, where a newline would add lines ([Peer], AllowedIPs) of its own.
+    An empty key is one not known yet (a placeholder is written)."""
+    return ['training node %s: %s' % (name, value_problem(key, 'wireguard_key', 'public key'))
+            for name, key in sorted(public_keys.items(), key=lambda item: str(item[0]))
+            if key and value_problem(key, 'wireguard_key', 'public key')]
 
 
 def render_peers(peers, public_keys):

@@ -495,7 +495,6 @@ import errno
 import os
 import socket
 import struct
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -531,6 +530,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.prometheus impor
     prom_file_name,
     render_prometheus,
 )
+from ansible_collections.longhaul.trainnet.plugins.module_utils.textfile import write_atomic
 from ansible_collections.longhaul.trainnet.plugins.module_utils.tfo import (
     request,
     retriable,
@@ -613,21 +613,8 @@ class Net(object):
         return request(address, port, fastopen, timeout)
 
     def write_textfile(self, directory, name, text):
-        """Atomic write: temporary file in the same directory, fsync, chmod 0644, rename."""
-        fd, tmp = tempfile.mkstemp(prefix='.%s.' % name, suffix='.tmp', dir=directory)
-        try:
-            with os.fdopen(fd, 'w') as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)
-            os.rename(tmp, os.path.join(directory, name))
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        """Atomic, mode 0644, never through a planted link (module_utils/textfile.py)."""
+        write_atomic(os.path.join(directory, name), text, 0o644)
 
 
 class Measurement(object):

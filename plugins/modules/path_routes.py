@@ -62,7 +62,9 @@ options:
             for a route that only carries TCP attributes.
         type: int
       name:
-        description: A label for reports, for example the link's name. Defaults to the prefix.
+        description:
+          - A label for reports, for example the link's name. Defaults to the prefix.
+          - One line without control characters or backslash (it is a comment of the boot unit).
         type: str
       initcwnd:
         description:
@@ -142,7 +144,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 routes:
-  description: The module's routes after the run (predicted in check mode), each with the C(command) that installs it.
+  description:
+    - The module's routes after the run (predicted in check mode), each with the C(command) that installs it
+      (arguments quoted for a systemd C(ExecStart=) line).
   returned: always
   type: list
   elements: dict
@@ -173,6 +177,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import run_bounded
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import systemd_quote
 from ansible_collections.longhaul.trainnet.plugins.module_utils.interface_link import (
     PROBE_OK, PROBE_PEER_SILENT, SMALL_PAYLOAD, judge_probe, ping_argv, reported_path_mtu,
 )
@@ -332,8 +337,8 @@ class PathRoutes(object):
         if plan["errors"]:
             self.module.fail_json(msg="nothing was changed: " + "; ".join(plan["errors"]), plan=plan)
         for route in plan["routes"]:
-            # The exact command that installs it, for boot units and reports.
-            route["command"] = " ".join(route_argv(self.ip, route, self.protocol))
+            # The exact command that installs it, for boot units (quoted for ExecStart=) and reports.
+            route["command"] = " ".join(systemd_quote(arg) for arg in route_argv(self.ip, route, self.protocol))
         result = dict(changed=plan["changed"], routes=plan["routes"], actions=plan["actions"],
                       drift=drift_lines(plan["actions"]), verify_results=[])
         if plan["changed"] and not self.module.check_mode:

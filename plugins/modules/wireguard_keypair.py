@@ -77,8 +77,10 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import run_bounded
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_wireguard_key
 from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import valid_preshared_key
 from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import describe_os_error
+from ansible_collections.longhaul.trainnet.plugins.module_utils.textfile import write_atomic
 
 LIMIT = 10  # seconds: wg genkey/pubkey read /dev/urandom and answer at once
 
@@ -139,6 +141,8 @@ def main():
             module.fail_json(msg='%s does not hold a valid WireGuard private key: %s' % (path, derived.err.strip()),
                              **result)
         public = derived.out.strip()
+        if not is_wireguard_key(public):   # it goes into the peers' configuration: one line, a key
+            module.fail_json(msg='wg pubkey printed no WireGuard key for %s: %r' % (path, public[:100]), **result)
         result['public_key'] = public
         current = None
         if os.path.exists(public_path):
@@ -147,11 +151,7 @@ def main():
         if current != public:
             result['changed'] = True
             if not module.check_mode:
-                tmp = public_path + '.tmp'
-                with open(tmp, 'w') as handle:
-                    handle.write(public + '\n')
-                os.chmod(tmp, 0o644)
-                os.rename(tmp, public_path)
+                write_atomic(public_path, public + '\n', 0o644)
     except (IOError, OSError) as exc:
         module.fail_json(msg='%s: %s' % (path, describe_os_error(exc)), **result)
     module.exit_json(**result)

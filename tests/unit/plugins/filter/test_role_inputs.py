@@ -12,7 +12,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import (
-    address_in_networks, mtu_problem, unknown_variables)
+    FilterModule, address_in_networks, config_value_problem, mtu_problem, systemd_quote, unknown_variables)
 
 KNOWN = ['measure_results_dir', 'measure_duration', 'measure_pairs', 'measure_pair_thresholds']
 
@@ -72,3 +72,31 @@ def test_address_in_networks(address, networks, inside):
 def test_address_in_networks_refuses_what_is_not_an_address(address, networks):
     with pytest.raises(AnsibleFilterError):
         address_in_networks(address, networks)
+
+
+@pytest.mark.parametrize('value, kind, problem', [
+    ('xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=', 'wireguard_key', ''),
+    ('xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\n[Peer]', 'wireguard_key',
+     "k='xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\\n[Peer]' is not a WireGuard key"),
+    ('wgsync0', 'interface_name', ''),
+    ('wgsync0\nExecStart=/bin/sh', 'interface_name', "k='wgsync0\\nExecStart=/bin/sh' is not an interface name"),
+    ('/etc/trainnet', 'unit_path', ''),
+    ('/etc/trainnet\nExecStart=/bin/sh', 'unit_path', 'must be an absolute path'),
+    ('cn-home<->us-east', 'unit_text', ''),
+    ('x\nExecStart=/bin/sh', 'unit_text', 'must be one line of text'),
+])
+def test_config_value_problem(value, kind, problem):
+    got = config_value_problem(value, kind, 'k')
+    assert problem in got and got.startswith("k=" if problem else '') and bool(got) == bool(problem)
+
+
+def test_config_value_problem_names_the_kinds_on_a_typo():
+    with pytest.raises(AnsibleFilterError, match='config_value_problem: kind must be one of interface_name, unit_path'):
+        config_value_problem('x', 'path', 'k')
+
+
+def test_systemd_quote_filter():
+    assert systemd_quote('/etc/trainnet/wireguard') == '/etc/trainnet/wireguard'
+    assert systemd_quote('/etc/x y\nExecStart=/bin/sh') == '"/etc/x y\\x0aExecStart=/bin/sh"'
+    assert systemd_quote(29400) == '29400'
+    assert {'config_value_problem', 'systemd_quote'} <= set(FilterModule().filters())

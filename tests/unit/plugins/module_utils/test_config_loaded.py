@@ -91,7 +91,7 @@ def test_failed_write_keeps_the_old_record_and_leaves_no_temporary(tmp_path, mon
 
     def refuse(src, dst):
         raise OSError(28, 'No space left on device')
-    monkeypatch.setattr(cl.os, 'rename', refuse)
+    monkeypatch.setattr(cl.os, 'replace', refuse)   # the rename of textfile.write_atomic
     with pytest.raises(OSError):
         cl.write_record(path, 'cd' * 32)
     assert cl.read_record(path) == 'ab' * 32

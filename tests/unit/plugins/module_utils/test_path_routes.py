@@ -94,6 +94,11 @@ def test_prefix_of_another_owner_or_without_route_is_an_error_and_nothing_change
     ([{"prefix": "198.18.3.0/24", "mtu": 1280}, {"prefix": "198.18.3.0/24", "mtu": 1400}], 250, ["give each prefix once"]),
     ([{"prefix": "198.18.3.0/24", "mtu": 1280, "cwnd": 10}], 250, ["unknown keys cwnd"]),
     ([], 2, ["protocol must be an integer from 5 to 255"]),
+    # Issue 23 finding 9: the name is a comment line of data_plane's boot unit.
+    ([{"prefix": "198.18.3.0/24", "mtu": 1280, "name": "cn-home<->us-east (measured from usw-gpu1)"}], 250, []),
+    ([{"prefix": "198.18.3.0/24", "mtu": 1280, "name": "x\nExecStart=/bin/sh"}], 250,
+     ["routes[0] (198.18.3.0/24): name='x\\nExecStart=/bin/sh' must be one line of text"]),
+    ([{"prefix": "198.18.3.0/24", "mtu": 1280, "name": "x\\"}], 250, ["must be one line of text"]),
 ])
 def test_validate_wanted(routes, protocol, expected):
     errors = pr.validate_wanted(routes, protocol)

@@ -52,7 +52,7 @@ def test_addresses_inside_the_network_and_its_prefix_on_the_interface():
 
 
 def test_config_text_holds_every_peer_and_the_keys_when_known():
-    keys = dict((n['name'], chr(65 + i) * 43 + '=') for i, n in enumerate(NODES))
+    keys = dict((n['name'], chr(65 + i) * 42 + 'A=') for i, n in enumerate(NODES))   # canonical: wg accepts them
     plan = st.plan(NODES, 'usw-gpu1', links=LINKS, public_keys=keys)
     assert plan['keys_complete']
     assert plan['config'].count('[Peer]') == 3
@@ -60,6 +60,44 @@ def test_config_text_holds_every_peer_and_the_keys_when_known():
     assert 'Endpoint = 198.18.1.21:52200\nAllowedIPs = 10.97.0.1/32\nPersistentKeepalive = 25' in plan['config']
     without = st.plan(NODES, 'usw-gpu1', links=LINKS)
     assert not without['keys_complete'] and len(without['config']) == len(plan['config'])   # placeholder: same size
+
+
+# Issue 23 finding 9: a public key read from a peer is written into every node's peers file.
+REAL_KEYS = {'cn-gpu1': 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=', 'usw-gpu1': 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=',
+             'usw-gpu2': 'gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA=', 'use-gpu1': 'HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw='}
+INJECTED = REAL_KEYS['use-gpu1'] + '\n[Peer]\nPublicKey = %s\nAllowedIPs = 0.0.0.0/0' % REAL_KEYS['cn-gpu1']
+
+
+def test_real_keys_are_written_one_per_peer():
+    plan = st.plan(NODES, 'usw-gpu1', links=LINKS, public_keys=REAL_KEYS)
+    assert plan['keys_complete'] and plan['config'].count('[Peer]') == 3
+    lines = plan['config'].splitlines()
+    assert sorted(line for line in lines if line.startswith('PublicKey = ')) == sorted(
+        'PublicKey = ' + REAL_KEYS[name] for name in ('cn-gpu1', 'usw-gpu2', 'use-gpu1'))
+
+
+@pytest.mark.parametrize('me', ['usw-gpu1', 'cn-gpu1'])
+def test_a_key_with_a_newline_is_refused_naming_the_node_and_the_key(me):
+    keys = dict(REAL_KEYS, **{'use-gpu1': INJECTED})
+    with pytest.raises(st.SyncPlanError) as caught:
+        st.plan(NODES, me, links=LINKS, public_keys=keys)
+    assert caught.value.args[0] == ['training node use-gpu1: public key=%r is not a WireGuard key '
+                                    '(44 characters: base64 of 32 bytes, as wg genkey/pubkey print)' % INJECTED]
+
+
+def test_a_key_not_known_yet_gets_the_placeholder():
+    keys = dict(REAL_KEYS, **{'use-gpu1': ''})
+    plan = st.plan(NODES, 'cn-gpu1', links=LINKS, public_keys=keys)
+    assert 'PublicKey = ' + 'X' * 44 in plan['config']   # empty: not known yet (check mode), no error
+
+
+@pytest.mark.parametrize('field, value', [('name', 'use-gpu1\nAllowedIPs = 0.0.0.0/0'), ('site', 'us-east\n[Peer]')])
+def test_node_names_and_sites_with_a_newline_are_refused(field, value):
+    nodes = copy.deepcopy(NODES)
+    nodes[3][field] = value
+    with pytest.raises(st.SyncPlanError) as caught:
+        st.plan(nodes, 'cn-gpu1', links=LINKS)
+    assert '%s=%r must be one line of text' % (field, value) in '; '.join(caught.value.args[0])
 
 
 def test_ipv6_endpoint_in_brackets_and_keepalive_off():

@@ -131,6 +131,9 @@ def test_check_mode_predicts_what_the_real_run_does_then_nothing_changes(fake):
                                           "initcwnd 300 initrwnd 300 cwnd lock 900 congctl bbr \n")
     ok, again = run_module({"routes": WANTED})
     assert ok and not again["changed"] and again["drift"] == []
+    # the boot unit's ExecStart= line: plain words, as systemd reads them unquoted
+    assert applied["routes"][0]["command"] == ("/usr/sbin/ip -4 route replace 198.18.3.0/24 via 198.18.1.1 dev eth0 proto 250 "
+                                               "mtu 1280 advmss 1240 initcwnd 300 initrwnd 300 cwnd lock 900 congctl bbr")
 
 
 def test_a_hand_change_is_drift_and_an_empty_list_removes_the_routes(fake):
@@ -153,7 +156,10 @@ def test_bad_input_fails_before_any_change(fake):
     for args, text in (({"routes": [dict(WANTED[0], congctl="vegas")]}, "congctl vegas is not available"),
                        ({"routes": [dict(WANTED[0], prefix="198.18.1.0/24")]}, "already exists"),
                        ({"routes": WANTED, "verify_peers": ["use-gpu1"]}, "not an IP address"),
-                       ({"routes": WANTED, "protocol": 3}, "protocol must be an integer from 5 to 255")):
+                       ({"routes": WANTED, "protocol": 3}, "protocol must be an integer from 5 to 255"),
+                       # issue 23 finding 9: the name would add a line to data_plane's boot unit
+                       ({"routes": [dict(WANTED[0], name="x\nExecStart=/bin/sh")]},
+                        "name='x\\nExecStart=/bin/sh' must be one line of text")):
         ok, res = run_module(args)
         assert not ok and text in res["msg"], res
     assert fake.mutating() == []

@@ -51,3 +51,13 @@ def test_host_and_site_sizes_exclude_each_other():
     result = run({'host': 'cn-gpu1', 'nodes': NODES, 'site_sizes': {'a': 1}})
     assert result['failed'] is True and 'mutually exclusive' in result['msg']
     assert run({'site_sizes': {'a': 0}})['failed'] is True
+
+
+def test_a_peer_key_that_would_add_config_lines_fails_the_module():
+    good = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg='
+    bad = good + '\n[Peer]\nPublicKey = ' + good + '\nAllowedIPs = 0.0.0.0/0'
+    result = run({'host': 'cn-gpu1', 'nodes': NODES, 'public_keys': {'usw-gpu1': bad}})
+    assert result['failed'] is True and 'plan' not in result
+    assert result['errors'] == ['training node usw-gpu1: public key=%r is not a WireGuard key '
+                                '(44 characters: base64 of 32 bytes, as wg genkey/pubkey print)' % bad]
+    assert run({'host': 'cn-gpu1', 'nodes': NODES, 'public_keys': {'usw-gpu1': good}})['plan']['keys_complete']
