@@ -83,20 +83,25 @@ def test_serves_bound_to_the_address_unprivileged_and_stops():
     proc.stdin.write(json.dumps(args).encode())
     proc.stdin.close()
     try:
-        owner = None
+        import pwd
+        serving_uid = pwd.getpwnam('nobody').pw_uid if os.geteuid() == 0 else os.geteuid()
+        owners = None
+        # The root parent listens, then forks the child that drops to nobody and closes its own copy:
+        # for a moment both hold the socket. Wait (bounded) until only the serving child holds it.
         for _i in range(100):
             listening = subprocess.run(['ss', '-Hltnp', 'sport = :%d' % port], capture_output=True, text=True,
                                        check=False).stdout
             if 'pid=' in listening:
-                pid = int(listening.split('pid=')[1].split(',')[0])
-                owner = os.stat('/proc/%d' % pid).st_uid
                 assert '127.0.0.1:%d' % port in listening     # not 0.0.0.0 or [::]
-                break
+                pids = [int(part.split(',')[0]) for part in listening.split('pid=')[1:]]
+                try:
+                    owners = set(os.stat('/proc/%d' % pid).st_uid for pid in pids)
+                except FileNotFoundError:
+                    owners = None
+                if owners == {serving_uid}:
+                    break
             time.sleep(0.05)
-        assert owner is not None, 'server never listened'
-        if os.geteuid() == 0:
-            import pwd
-            assert owner == pwd.getpwnam('nobody').pw_uid
+        assert owners == {serving_uid}, 'the socket is held by uids %s, not only %d' % (owners, serving_uid)
         answers = [tfo.request('127.0.0.1', port, fastopen, 2.0) for fastopen in (False, True, True)]
         out = proc.stdout.read()
         assert proc.wait(10) == 0, proc.stderr.read()
