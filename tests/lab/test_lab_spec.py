@@ -63,7 +63,7 @@ def test_inventory_groups_and_host_vars_follow_the_fixed_interface():
     assert groups["egress_nodes"] == {"usw-egress1", "usw-egress2", "use-egress1", "use-egress2"}
     assert groups["object_store"] == {"usw-store"}
     for host, hostvars in inventory.hosts.items():
-        assert hostvars["ansible_connection"] == "longhaul.trainnet.podman_exec"
+        assert hostvars["ansible_connection"] == "longhaul.trainnet.podman_nsenter"
         assert hostvars["ansible_host"] == f"trainnet-lab-{host}"
         assert hostvars["ansible_python_interpreter"] == "/usr/bin/python3"
         assert host in groups["site_" + hostvars["trainnet_site"].replace("-", "_")]

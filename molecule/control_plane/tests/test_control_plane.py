@@ -7,7 +7,9 @@ changes nothing."""
 import os
 import re
 import shlex
+import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -362,5 +364,274 @@ def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
             return stamp if stamp >= started else None
         stamp = wait_for(handshake, 30)
         assert stamp, "no handshake on %s towards %s after the key change" % (peer, USE)
+    for name in (MASTER, USW, USE):
+        test_bfd_sessions_up_on_every_tunnel(on(name))
+
+
+# --- rolling tunnel restarts, pre-shared key rollback, a converge interrupted after bird.conf changed ---
+
+HELPER = "/usr/local/libexec/trainnet/trainnet-wg-setup"
+PSK_FILE = "/etc/trainnet/wireguard/preshared.key"
+PSK_A = "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="  # base64 of 32 bytes, test values only
+PSK_B = "YmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmI="
+
+
+def converge(*extra, psk=None, timeout=900):
+    """A converge of the scenario from here (optionally with TRAINNET_MOLECULE_PSK): (rc, output)."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.pop("TRAINNET_MOLECULE_PSK", None)
+    if psk:
+        env["TRAINNET_MOLECULE_PSK"] = psk
+    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml")] + list(extra),
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+
+
+def task_lines(output, task, host):
+    """The result lines of `host` under every TASK header containing `task` (default callback)."""
+    found, inside = [], False
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            inside = task in line
+        elif inside and "[%s]" % host in line:
+            found.append(line.split(":")[0])
+    return found
+
+
+def tunnel_pids(name):
+    """Main PID of each tunnel unit of a host (wireguard-go: a restart gives a new one)."""
+    host = on(name)
+    return dict((ifname, host.check_output("systemctl show -p MainPID --value trainnet-wg@%s.service", ifname).strip())
+                for ifname in (IF_TO[p] for p in peers_of(name)))
+
+
+def bfd_timeouts(name):
+    """{interface: detection time in ms} of a host's BFD sessions: the peer's interval x its multiplier."""
+    rows = [line.split() for line in on(name).check_output("birdc show bfd sessions").splitlines()]
+    return dict((row[1], round(float(row[-1]) * 1000)) for row in rows if len(row) >= 6 and row[1].startswith("wg-"))
+
+
+# Each host's BFD session states, asked over BIRD's control socket (one connection, no process per
+# sample) every 50 ms until a stop file appears; bounded in time and count.
+BFD_SAMPLER = r"""
+import os, socket, sys, time
+out, stop, end = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
+def connect():
+    s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect("/run/bird/bird.ctl"); f = s.makefile("rb")
+    f.readline()
+    return s, f
+rows, conn = [], None
+while time.monotonic() < end and not os.path.exists(stop) and len(rows) < 40000:
+    states = None
+    try:
+        conn = conn or connect()
+        conn[0].sendall(b"show bfd sessions\n"); states = {}
+        while True:
+            line = conn[1].readline()
+            if not line:
+                raise OSError("BIRD closed the socket")
+            fields = line.split()
+            if len(fields) >= 3 and fields[1].startswith(b"wg-"):
+                states[fields[1].decode()] = fields[2].decode()
+            if line[:4].isdigit() and line[4:5] == b" ":
+                break
+    except OSError:
+        states, conn = None, None
+    rows.append("%.3f %s" % (time.time(), "?" if states is None else
+                             " ".join("%s=%s" % kv for kv in sorted(states.items())) or "-"))
+    time.sleep(0.05)
+with open(out, "w") as f:
+    f.write("\n".join(rows) + "\n")
+"""
+
+
+def sample_bfd(names, seconds):
+    """Start the sampler on each host; returns a function that stops them and gives {name: [(t, states)]}."""
+    procs = {}
+    for name in names:
+        on(name).check_output("rm -f /tmp/bfd-samples.stop /tmp/bfd-samples.txt")
+        procs[name] = subprocess.Popen(["podman", "exec", name, "python3", "-c", BFD_SAMPLER, "/tmp/bfd-samples.txt",
+                                        "/tmp/bfd-samples.stop", str(seconds)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def stop():
+        samples = {}
+        for name, proc in procs.items():
+            on(name).run("touch /tmp/bfd-samples.stop")
+            proc.communicate(timeout=60)
+            rows = []
+            for line in on(name).file("/tmp/bfd-samples.txt").content_string.splitlines():
+                stamp, rest = line.split(" ", 1)
+                states = None if rest == "?" else dict(kv.split("=") for kv in rest.split() if "=" in kv)
+                rows.append((float(stamp), states))
+            samples[name] = rows
+        return samples
+    return stop
+
+
+def master_multiplier_as_seen_by_peers():
+    """The BFD detection time (ms) the anchors have for their session to the master: the multiplier
+    the master's BIRD runs, x 50 ms. BIRD itself shows only the peer's multiplier."""
+    return sorted(bfd_timeouts(peer)[IF_TO[MASTER]] for peer in peers_of(MASTER))
+
+
+def every_bfd_timeout():
+    return sorted(set(t for name in (MASTER, USW, USE) for t in bfd_timeouts(name).values()))
+
+
+def test_a_converge_killed_after_bird_conf_changed_is_completed_by_the_next_run():
+    """A converge with a new BFD multiplier is killed (SIGKILL, its whole process group) as soon as the
+    master's bird.conf holds the new value, before BIRD reloaded it: BIRD runs the old multiplier while
+    the file has the new one. The next converge with the same value finds bird.conf unchanged and still
+    reloads BIRD (the record of what BIRD loaded differs from the file): every BIRD then runs it."""
+    pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", MASTER], text=True).strip()
+    conf = "/proc/%s/root/etc/bird/bird.conf" % pid  # read from here: no podman exec per poll
+
+    def conf_text():
+        try:
+            with open(conf) as f:
+                return f.read()
+        except OSError:
+            return ""
+    assert "multiplier 5;" in conf_text()
+    assert wait_for(lambda: every_bfd_timeout() == [250], 15), every_bfd_timeout()
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.pop("TRAINNET_MOLECULE_PSK", None)
+    killed_at = None
+    try:
+        with tempfile.TemporaryFile(mode="w+") as log:
+            proc = subprocess.Popen(
+                ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"),
+                 "-e", "control_plane_bfd_multiplier=7"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                deadline = time.monotonic() + 600
+                while proc.poll() is None and time.monotonic() < deadline:
+                    if "multiplier 7;" in conf_text():
+                        # The reload is at least one task away (the start of BIRD's unit comes first).
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        killed_at = time.monotonic()
+                        break
+                    time.sleep(0.01)
+            finally:
+                if proc.poll() is None and killed_at is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=60)
+            log.seek(0)
+            output = log.read()
+        assert killed_at is not None, "bird.conf never changed (rc %s): %s" % (proc.returncode, output[-3000:])
+        assert "BIRD | Make BIRD run bird.conf" not in output, output[-3000:]
+        # The interrupted state: the file has 7, the master's BIRD still runs 5 (nothing reloads it late).
+        time.sleep(2)
+        assert "multiplier 7;" in conf_text()
+        assert master_multiplier_as_seen_by_peers() == [250, 250]
+
+        rc, output = converge("-e", "control_plane_bfd_multiplier=7")
+        assert rc == 0, output[-3000:]
+        assert wait_for(lambda: every_bfd_timeout() == [350], 15), every_bfd_timeout()
+        # The file was already written: no change there, and still a reload.
+        assert task_lines(output, "BIRD | Render the whole configuration", MASTER) == ["ok"], output[-3000:]
+        assert task_lines(output, "BIRD | Make BIRD run bird.conf", MASTER) == ["changed"], output[-3000:]
+    finally:
+        rc, output = converge()  # back to the scenario's multiplier
+    assert rc == 0, output[-3000:]
+    assert wait_for(lambda: every_bfd_timeout() == [250], 15), every_bfd_timeout()
+
+
+def running_psks(name):
+    """{interface: pre-shared key the running tunnel uses} ('(none)' without one); test keys only."""
+    host = on(name)
+    return dict((ifname, host.check_output("wg show %s preshared-keys", ifname).split()[-1])
+                for ifname in (IF_TO[p] for p in peers_of(name)))
+
+
+def sampled_converge(*extra, psk=None):
+    """A converge with every host's BFD sessions sampled throughout and the tunnels' processes
+    before and after."""
+    before = dict((name, tunnel_pids(name)) for name in (MASTER, USW, USE))
+    stop = sample_bfd((MASTER, USW, USE), 900)
+    try:
+        time.sleep(1)
+        rc, output = converge(*extra, psk=psk, timeout=900)
+    finally:
+        samples = stop()
+    after = dict((name, tunnel_pids(name)) for name in (MASTER, USW, USE))
+    return dict(rc=rc, output=output, samples=samples, before=before, after=after)
+
+
+@pytest.fixture(name="every_host_on_psk_a", scope="module")
+def fixture_every_host_on_psk_a():
+    """Every host gets pre-shared key A, a change of every tunnel (sampled converge); afterwards the
+    scenario's state again (no key), which restarts every tunnel once more."""
+    try:
+        yield sampled_converge(psk=PSK_A)
+    finally:
+        rc, output = converge()
+        assert rc == 0, output[-3000:]
+        for name in (MASTER, USW, USE):
+            assert not on(name).file(PSK_FILE).exists
+            assert set(running_psks(name).values()) == {"(none)"}, name
+
+
+def test_a_change_of_every_tunnel_restarts_one_path_at_a_time(every_host_on_psk_a):
+    """A converge that restarts every tunnel (the pre-shared key of every tunnel changes) goes one path
+    (both ends of one tunnel) at a time across the control plane, each verified before the next:
+    sampled every 50 ms on every host, no host ever had both of its paths down (BFD session not Up,
+    or gone), which with three hosts means no two paths of the scenario were down at once; every
+    tunnel got a new process."""
+    run = every_host_on_psk_a
+    assert run["rc"] == 0, run["output"][-3000:]
+    for name in (MASTER, USW, USE):
+        assert set(running_psks(name).values()) == {PSK_A}, name
+        for ifname, pid in run["before"][name].items():
+            assert run["after"][name][ifname] not in ("0", pid), (name, ifname, pid, run["after"][name][ifname])
+    for name, rows in run["samples"].items():
+        mine = [IF_TO[p] for p in peers_of(name)]
+        assert len(rows) > 100, (name, len(rows))  # bounded but not starved: it sampled throughout
+        down = [(t, [i for i in mine if (states or {}).get(i) != "Up"]) for t, states in rows if states is not None]
+        # The sampler saw each of the host's paths go down (restarted) ...
+        for ifname in mine:
+            assert any(ifname in paths for stamp, paths in down), (name, ifname)
+        # ... and never both at once. A lone sample is a starved host's BFD flap (seen here without any
+        # restart), not a restart: a restarted path stays down for more than 0.5 s (BFD comes back up at
+        # its 1 s idle rate), so two samples in a row with both down is the failure.
+        both = [t for t, d in down if len(d) == 2]
+        runs = [t for t, prev in zip(both[1:], both) if t - prev < 0.2]
+        assert not runs, "%s had both paths down at %s" % (name, both[:20])
+    # Each host restarted its two tunnels in two of the three path steps.
+    restarts = [task_lines(run["output"], "Tunnel path | Restart this end", name) for name in (MASTER, USW, USE)]
+    assert all(r.count("changed") == 2 for r in restarts), restarts
+
+
+def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a):
+    """Every host has pre-shared key A; a run limited to the master gives it key B, which no peer has:
+    the first tunnel restarted with B reaches no peer, so the previous key file goes back, that tunnel
+    restarts with A, the rollout stops before the master's other tunnel and the run fails saying why.
+    Every tunnel then still carries traffic with A, and the master's key file is A's."""
+    assert every_host_on_psk_a["rc"] == 0, every_host_on_psk_a["output"][-3000:]
+    for name in (MASTER, USW, USE):
+        assert on(name).file(PSK_FILE).content_string.strip() == PSK_A
+    before = tunnel_pids(MASTER)
+    started = int(time.time()) - 1
+    # The shortest verify budget: the rollback comes after it.
+    rc, output = converge("--limit", MASTER, "-e", "control_plane_verify_timeout_sec=5", psk=PSK_B)
+    assert rc != 0, output[-3000:]
+    master = on(MASTER)
+    assert master.file(PSK_FILE).content_string.strip() == PSK_A
+    assert set(running_psks(MASTER).values()) == {PSK_A}
+    assert "pre-shared key" in output and "not with --limit" in output, output[-3000:]
+    assert re.search(r"Put back from before this run: pre-shared key;", output), output[-3000:]
+    # One path restarted (and rolled back); the rollout stopped before the other one.
+    after = tunnel_pids(MASTER)
+    assert sorted(after[i] == before[i] for i in before) == [False, True], (before, after)
+    for peer in peers_of(MASTER):
+        ifname = IF_TO[peer]
+
+        def handshake(ifname=ifname):
+            if master.run("ping -n -c 1 -W 1 -I %s %s", ifname, TUNNEL_ADDRESS[peer]).rc != 0:
+                return None
+            stamp = int(master.check_output("wg show %s latest-handshakes", ifname).split()[-1])
+            return stamp if stamp >= started or after[ifname] == before[ifname] else None
+        assert wait_for(handshake, 30), "%s: no traffic through %s after the rollback" % (MASTER, ifname)
     for name in (MASTER, USW, USE):
         test_bfd_sessions_up_on_every_tunnel(on(name))
