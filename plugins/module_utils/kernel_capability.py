@@ -362,6 +362,26 @@ def _cc_requirement(facts, context, evidence):
                 CC_ALLOWED, allowed, where, netns, wanted, name, name, name))
 
 
+def context_from_facts(facts, congestion_control):
+    """The evaluate_requirements context rebuilt from facts the module returned (a later call in the
+    same run evaluates its own requirements against them without probing again)."""
+    return {
+        'congestion_control': congestion_control,
+        'cc_loadable': list(facts.get('congestion_control', {}).get('loadable') or []),
+        'tfo_writable': bool(facts.get('tfo', {}).get('writable')),
+    }
+
+
+def facts_serve(facts, probe):
+    """Whether facts of an earlier call can answer a call with PROBE: they must be complete (from
+    this module version) and probed when the call wants the probes."""
+    if not isinstance(facts, dict) or 'probed' not in facts:
+        return False
+    if 'loadable' not in facts.get('congestion_control', {}) or 'writable' not in facts.get('tfo', {}):
+        return False
+    return bool(facts['probed']) or not probe
+
+
 def evaluate_requirements(facts, require, context=None):
     """Missing requirements as a list of (name, label, 'evidence; fix: ...').
 

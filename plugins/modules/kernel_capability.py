@@ -100,6 +100,17 @@ options:
         evidence is C(not probed).
     type: bool
     default: true
+  refresh:
+    description:
+      - Probe again even when this host already has RV(kernel) facts from an earlier call in the same
+        run (the fact C(trainnet_kernel)).
+      - When V(false) (the default), a call finds those facts on the controller and evaluates O(require)
+        against them without running anything on the host, so a playbook that checks the kernel in
+        several roles probes each host once. Facts gathered with O(probe=false) do not serve a call
+        that asks for O(probe=true).
+      - A new run (C(ansible -m), a new C(ansible-playbook)) always probes.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -217,6 +228,12 @@ kernel:
           elements: str
           returned: always
           sample: [reno, bbr]
+        loadable:
+          description: Algorithms with a loadable C(tcp_*) module in C(modules.dep) of the running kernel.
+          type: list
+          elements: str
+          returned: always
+          sample: []
     bbr:
       description: BBR support.
       type: dict
@@ -264,6 +281,11 @@ kernel:
           type: bool
           returned: always
           sample: false
+        writable:
+          description: C(net.ipv4.tcp_fastopen) can be written here.
+          type: bool
+          returned: always
+          sample: true
     qdiscs:
       description:
         - Queueing disciplines the kernel accepts, probed with C(tc qdisc add dev lo root KIND) in
@@ -395,6 +417,16 @@ kernel:
       type: bool
       returned: always
       sample: true
+    probed:
+      description: Whether the throwaway-netns probes ran (O(probe)).
+      type: bool
+      returned: always
+      sample: true
+    cached:
+      description: V(true) when this call evaluated O(require) against facts of an earlier call in this run.
+      type: bool
+      returned: always
+      sample: false
     missing:
       description: Names of the O(require) entries that are missing.
       type: list
@@ -741,10 +773,16 @@ def main():
             require=dict(type='list', elements='str', default=[], choices=list(REQUIREMENTS)),
             congestion_control=dict(type='str', default='bbr'),
             probe=dict(type='bool', default=True),
+            refresh=dict(type='bool', default=False),   # read by the action plugin only
         ),
         supports_check_mode=True,
     )
     facts, context = gather(module, HostIO(), module.params['probe'], module.params['congestion_control'])
+    # What a later call in this run needs to evaluate requirements from the facts alone (the action plugin).
+    facts['probed'] = bool(module.params['probe'])
+    facts['cached'] = False
+    facts['congestion_control']['loadable'] = context['cc_loadable']
+    facts['tfo']['writable'] = context['tfo_writable']
     missing = evaluate_requirements(facts, module.params['require'], context)
     facts['missing'] = [name for name, _label, _detail in missing]
     result = dict(changed=False, kernel=facts, ansible_facts={'trainnet_kernel': facts})

@@ -171,7 +171,7 @@ def run_module(args, io, calls=None, run_overrides=None, bin_paths=None):
 TOP_KEYS = {
     'kernel_release', 'init_netns', 'init_netns_evidence', 'container', 'congestion_control', 'bbr', 'tfo',
     'qdiscs', 'global_sysctl', 'global_sysctl_writable', 'interfaces', 'wireguard', 'nftables', 'tun',
-    'missing', 'evidence',
+    'missing', 'evidence', 'probed', 'cached',
 }
 
 
@@ -188,9 +188,11 @@ def test_host_facts_structure():
     assert 'NET_NS_INIT_INO' in facts['init_netns_evidence']
     assert facts['container'] == {'detected': True, 'type': 'docker', 'evidence': '/.dockerenv exists'}
     assert facts['congestion_control'] == {'available': ['reno', 'bbr', 'cubic'], 'allowed': ['reno', 'bbr'],
-                                           'current': 'bbr', 'settable_default': ['reno', 'bbr', 'cubic']}
+                                           'current': 'bbr', 'settable_default': ['reno', 'bbr', 'cubic'],
+                                           'loadable': []}
     assert facts['bbr'] == {'available': True, 'builtin': True, 'module_loaded': False, 'module_loadable': False}
-    assert facts['tfo'] == {'value': 1, 'client': True, 'server': False}
+    assert facts['tfo'] == {'value': 1, 'client': True, 'server': False, 'writable': True}
+    assert facts['probed'] is True and facts['cached'] is False
     assert facts['qdiscs'] == {'probed': True, 'fq': False, 'fq_codel': False, 'netem': False, 'cake': False,
                                'tbf': True, 'htb': True, 'pfifo_fast': True}
     assert facts['global_sysctl_writable'] is True
