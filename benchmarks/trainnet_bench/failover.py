@@ -239,14 +239,19 @@ def analyze_soak(samples: list[tuple[float, str]], primary_dev: str, replies: li
 
 
 _RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
-                    r"\s+failed=(?P<failed>\d+)")
+                    r"\s+failed=(?P<failed>\d+)(?:\s+skipped=(?P<skipped>\d+))?")
 
 
 def parse_recap(text: str) -> dict:
-    """{host: {ok, changed, unreachable, failed}} from ansible-playbook's PLAY RECAP."""
+    """{host: {ok, changed, unreachable, failed, skipped}} from ansible-playbook's PLAY RECAP."""
     recap = {}
     for line in text.splitlines():
         m = _RECAP.match(line.strip())
         if m:
-            recap[m["host"]] = dict((k, int(m[k])) for k in ("ok", "changed", "unreachable", "failed"))
+            recap[m["host"]] = dict((k, int(m[k] or 0)) for k in ("ok", "changed", "unreachable", "failed", "skipped"))
     return recap
+
+
+def task_runs(recap: dict) -> int:
+    """Task runs of a playbook run, all hosts: each task on each host counts once (ok, skipped or failed)."""
+    return sum(h["ok"] + h["skipped"] + h["failed"] for h in recap.values())

@@ -153,8 +153,10 @@ def test_parse_recap():
 cn-master                  : ok=75   changed=0    unreachable=0    failed=0    skipped=25   rescued=0    ignored=0
 usw-gpu1                   : ok=44   changed=2    unreachable=0    failed=1    skipped=51   rescued=0    ignored=0
 """
-    assert fo.parse_recap(text) == {"cn-master": {"ok": 75, "changed": 0, "unreachable": 0, "failed": 0},
-                                    "usw-gpu1": {"ok": 44, "changed": 2, "unreachable": 0, "failed": 1}}
+    recap = fo.parse_recap(text)
+    assert recap == {"cn-master": {"ok": 75, "changed": 0, "unreachable": 0, "failed": 0, "skipped": 25},
+                     "usw-gpu1": {"ok": 44, "changed": 2, "unreachable": 0, "failed": 1, "skipped": 51}}
+    assert fo.task_runs(recap) == 75 + 25 + 44 + 1 + 51
 
 
 def _replies(times, rtt=0.15):
