@@ -21,16 +21,9 @@ description:
     container's file system is never mounted on the controller.
   - Needs C(cat) and C(/bin/sh) in the container. Asynchronous tasks (C(async)) are not
     pipelined, Ansible copies their wrapper as with any connection.
+extends_documentation_fragment:
+  - longhaul.trainnet.podman_container
 options:
-  remote_addr:
-    description:
-      - Name or ID of the container.
-    type: str
-    default: inventory_hostname
-    vars:
-      - name: inventory_hostname
-      - name: ansible_host
-      - name: ansible_podman_host
   remote_user:
     description:
       - User (name or UID) the commands run as inside the container; the container's default
@@ -39,30 +32,6 @@ options:
     vars:
       - name: ansible_user
       - name: ansible_podman_user
-  pipelining:
-    description:
-      - Pipeline modules (on by default, it is what this connection is for). Asynchronous
-        tasks are never pipelined.
-    type: bool
-    default: true
-    env:
-      - name: ANSIBLE_PIPELINING
-    ini:
-      - section: defaults
-        key: pipelining
-      - section: connection
-        key: pipelining
-    vars:
-      - name: ansible_pipelining
-  podman_executable:
-    description:
-      - The podman executable on the controller.
-    type: str
-    default: podman
-    vars:
-      - name: ansible_podman_executable
-    env:
-      - name: ANSIBLE_PODMAN_EXECUTABLE
 """
 
 import shlex

@@ -29,16 +29,9 @@ description:
     resource limits, where C(podman exec) applies the container's; the lab and the molecule
     scenarios set none that a task depends on.
   - Needs C(nsenter) (util-linux) and root on the controller, C(cat) and C(/bin/sh) in the container.
+extends_documentation_fragment:
+  - longhaul.trainnet.podman_container
 options:
-  remote_addr:
-    description:
-      - Name or ID of the container.
-    type: str
-    default: inventory_hostname
-    vars:
-      - name: inventory_hostname
-      - name: ansible_host
-      - name: ansible_podman_host
   remote_user:
     description:
       - User (numeric UID, or C(root)) the commands run as inside the container; root when not set.
@@ -46,29 +39,6 @@ options:
     vars:
       - name: ansible_user
       - name: ansible_podman_user
-  pipelining:
-    description:
-      - Pipeline modules (on by default). Asynchronous tasks are never pipelined.
-    type: bool
-    default: true
-    env:
-      - name: ANSIBLE_PIPELINING
-    ini:
-      - section: defaults
-        key: pipelining
-      - section: connection
-        key: pipelining
-    vars:
-      - name: ansible_pipelining
-  podman_executable:
-    description:
-      - The podman executable on the controller (for C(podman inspect) only).
-    type: str
-    default: podman
-    vars:
-      - name: ansible_podman_executable
-    env:
-      - name: ANSIBLE_PODMAN_EXECUTABLE
   nsenter_executable:
     description:
       - The nsenter executable on the controller.
