@@ -65,7 +65,8 @@ gate molecule-training-job molecule test -s training_job
 # Lab and benchmark tests skip where no lab can be built; here a skip counts as a failure.
 # (`python -m` puts the checkout on sys.path, which makes tests/no_skips_plugin.py loadable.)
 lab_pytest=(python -m pytest -q -p no:cacheprovider -p tests.no_skips_plugin)
-gate lab "${lab_pytest[@]}" --durations=15 tests/lab
+# Tests marked benchmark (published figures, not behaviour) run in benchmarks/lab_figures.sh instead.
+gate lab "${lab_pytest[@]}" --durations=15 -m "not benchmark" tests/lab
 # Benchmark pipeline: pure-logic tests and the smoke run (one profile, one repetition).
 gate benchmarks-smoke "${lab_pytest[@]}" tests/benchmarks
 

@@ -30,6 +30,9 @@ _figures: list[tuple[str, str, str, str]] = []
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "lab: builds a real lab (root, network namespaces, TUN, the WAN emulator)")
+    config.addinivalue_line(
+        "markers", "benchmark: a published figure rather than a behaviour check; left out of the test command "
+                   "(scripts/test.sh), run by benchmarks/lab_figures.sh")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -98,6 +98,10 @@ def test_site_deploys_every_host(lab, figure):
     assert all(h["failed"] == 0 and h["unreachable"] == 0 for h in recap.values()), recap
 
 
+# The egress benchmark's figures (pool >= 3.6 R, recovery from a cut within 10 s): a benchmark, run by
+# benchmarks/lab_figures.sh. The behaviour (shards through the pool, a cut or stopped upstream left for
+# the others) is checked by `molecule test -s egress_pool` and test_qualification_... below.
+@pytest.mark.benchmark
 def test_egress_pool_throughput_and_a_cut_upstream(lab, tmp_path, figure):
     # 16 shards carry the one-path run (10 Mbit/s) well past its first 3 s; the pool runs take all 48.
     proc = run([sys.executable, "benchmarks/egress_pool.py", "--keep-lab", "--site-runs", "0",
