@@ -108,7 +108,9 @@ options:
         against them without running anything on the host, so a playbook that checks the kernel in
         several roles probes each host once. Facts gathered with O(probe=false) do not serve a call
         that asks for O(probe=true).
-      - A new run (C(ansible -m), a new C(ansible-playbook)) always probes.
+      - A new run (C(ansible -m), a new C(ansible-playbook)) probes again, unless a persistent fact cache
+        (C(fact_caching) other than C(memory)) brings C(trainnet_kernel) from an earlier run: set
+        O(refresh=true) there.
     type: bool
     default: false
 extends_documentation_fragment:
