@@ -109,7 +109,7 @@ options:
         several roles probes each host once. Facts gathered with O(probe=false) do not serve a call
         that asks for O(probe=true).
       - A new run (C(ansible -m), a new C(ansible-playbook)) probes again, unless a persistent fact cache
-        (C(fact_caching) other than C(memory)) brings C(trainnet_kernel) from an earlier run: set
+        (C(fact_caching) other than C(memory)) brings C(trainnet_kernel) from an earlier run; set
         O(refresh=true) there.
     type: bool
     default: false
