@@ -706,6 +706,7 @@ class Lab:
             counters = emulator_status.get("links", {})
             runtime = emulator_status.get("runtime", {})
             emulator["sites"] = emulator_status.get("sites", {})
+            emulator["scheduling"] = emulator_status.get("scheduling", "unknown")
         except (OSError, ValueError, KeyError):
             emulator["status_age_s"] = None
         if emulator["pid"] is None:

@@ -27,11 +27,19 @@ TCP_PAYLOAD_PER_1500 = 1448  # MSS with TCP timestamps at MTU 1500
 def test_rtt_is_twice_the_one_way_delay(make_lab, figure):
     lab = make_lab(two_site_raw(delay_ms=75, rate_mbit=50))
     result = ping(lab, "near1", "far1", count=50, interval=0.1)
-    error = result["rtt_avg_ms"] - 150
-    figure(f"RTT avg {result['rtt_avg_ms']:.2f} ms (min {result['rtt_min_ms']:.2f}, "
-           f"max {result['rtt_max_ms']:.2f})", "150 ms +- 2", abs(error) <= 2)
+    scheduling = lab.status().get("emulator", {}).get("scheduling", "unknown")
+    # Never early (the emulator holds each packet for the configured delay), and late by no more
+    # than the host's own latency: two TUN crossings and a wakeup each way, 0.3-0.8 ms here under
+    # SCHED_FIFO, 1.4-2 ms in a CI run on a loaded machine. The median, not the mean: one scheduling
+    # stall of the host moves the mean of 50 replies without saying anything about the emulator.
+    # 2 % of the RTT keeps the lab's own error under link_measure's 3 % accuracy target it checks.
+    excess = result["rtt_median_ms"] - 150
+    within = result["rtt_min_ms"] >= 149.9 and 0 <= excess <= 3
+    figure(f"RTT median {result['rtt_median_ms']:.2f} ms (min {result['rtt_min_ms']:.2f}, "
+           f"avg {result['rtt_avg_ms']:.2f}, max {result['rtt_max_ms']:.2f}), emulator {scheduling}",
+           "150 ms, never below, median at most 2 % (3 ms) above", within)
     assert result["loss_pct"] == 0
-    assert abs(error) <= 2, result
+    assert within, result
 
 
 def test_bbr_fills_the_link_without_loss(make_lab, figure):
