@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import os
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capability import (
@@ -25,6 +26,18 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capabilit
     facts_serve,
     missing_message,
 )
+
+
+def controller_run_id():
+    """This ansible-playbook (or ansible) run: the workers that run actions are forked from it, so
+    its PID and start time (PIDs are reused, start times within a boot are not) name it."""
+    parent = os.getppid()
+    try:
+        with open('/proc/%d/stat' % parent) as stat:
+            started = stat.read().rsplit(')', 1)[1].split()[19]
+    except (OSError, IndexError):  # a controller without /proc
+        started = ''
+    return '%d-%s' % (parent, started)
 
 
 class ActionModule(ActionBase):
@@ -43,10 +56,14 @@ class ActionModule(ActionBase):
             probe=dict(type='bool', default=True),
             refresh=dict(type='bool', default=False),
         ))
+        run_id = controller_run_id()
         facts = (task_vars.get('ansible_facts') or {}).get('trainnet_kernel')
-        if args['refresh'] or not facts_serve(facts, args['probe']):
+        if args['refresh'] or not facts_serve(facts, args['probe'], run_id):
             result.update(self._execute_module(module_name='longhaul.trainnet.kernel_capability',
                                                module_args=self._task.args, task_vars=task_vars))
+            for probed in (result.get('kernel'), (result.get('ansible_facts') or {}).get('trainnet_kernel')):
+                if isinstance(probed, dict):
+                    probed['run'] = run_id
             return result
 
         facts = copy.deepcopy(facts)

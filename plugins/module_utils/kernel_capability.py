@@ -372,10 +372,12 @@ def context_from_facts(facts, congestion_control):
     }
 
 
-def facts_serve(facts, probe):
-    """Whether facts of an earlier call can answer a call with PROBE: they must be complete (from
-    this module version) and probed when the call wants the probes."""
-    if not isinstance(facts, dict) or 'probed' not in facts:
+def facts_serve(facts, probe, run_id):
+    """Whether facts of an earlier call can answer a call with PROBE in controller run RUN_ID: they
+    must come from this run (a persistent fact cache carries them into later runs, when the kernel
+    may have changed), be complete (from this module version) and probed when the call wants the
+    probes."""
+    if not isinstance(facts, dict) or 'probed' not in facts or facts.get('run') != run_id:
         return False
     if 'loadable' not in facts.get('congestion_control', {}) or 'writable' not in facts.get('tfo', {}):
         return False

@@ -108,9 +108,9 @@ options:
         against them without running anything on the host, so a playbook that checks the kernel in
         several roles probes each host once. Facts gathered with O(probe=false) do not serve a call
         that asks for O(probe=true).
-      - A new run (C(ansible -m), a new C(ansible-playbook)) probes again, unless a persistent fact cache
-        (C(fact_caching) other than C(memory)) brings C(trainnet_kernel) from an earlier run; set
-        O(refresh=true) there.
+      - A new run (C(ansible -m), a new C(ansible-playbook)) probes again, also when a persistent fact
+        cache (C(fact_caching) other than C(memory)) brings C(trainnet_kernel) from an earlier run (the
+        facts carry the run that probed them, RV(kernel.run)).
     type: bool
     default: false
 extends_documentation_fragment:
@@ -429,6 +429,13 @@ kernel:
       type: bool
       returned: always
       sample: false
+    run:
+      description:
+        - The controller run that probed these facts (its process ID and start time), set by the
+          action plugin. Facts of another run, as a persistent fact cache keeps them, are probed again.
+      type: str
+      returned: always
+      sample: "41532-8812345"
     missing:
       description: Names of the O(require) entries that are missing.
       type: list

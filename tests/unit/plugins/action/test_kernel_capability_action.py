@@ -19,7 +19,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
 from ansible.template import Templar
 
-from ansible_collections.longhaul.trainnet.plugins.action.kernel_capability import ActionModule
+from ansible_collections.longhaul.trainnet.plugins.action.kernel_capability import ActionModule, controller_run_id
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.test_kernel_capability import (
     FakeIO,
     base_files,
@@ -44,6 +44,11 @@ def tfo_read_only_io():
     return FakeIO(base_files(), writable=False)
 
 
+def of_this_run(facts):
+    """FACTS as the action leaves them after the module probed: stamped with this run."""
+    return dict(facts, run=controller_run_id())
+
+
 def run_action(args, facts, module_result=None):
     """The action's result with FACTS as this host's trainnet_kernel fact; the module call is recorded."""
     task = MagicMock()
@@ -65,7 +70,7 @@ def run_action(args, facts, module_result=None):
 def test_a_later_call_answers_as_the_module_would_without_running_it(io_name, require, congestion_control):
     io = {'host': host_io, 'netns': netns_io, 'netns_cubic_allowed': lambda: netns_io(allowed='reno bbr cubic'),
           'tfo_read_only': tfo_read_only_io}[io_name]
-    first = run_module({}, io())['kernel']
+    first = of_this_run(run_module({}, io())['kernel'])
     direct = run_module({'require': require, 'congestion_control': congestion_control}, io())
     result, module = run_action({'require': require, 'congestion_control': congestion_control}, first)
     module.assert_not_called()
@@ -87,7 +92,7 @@ def test_the_first_call_of_a_run_probes():
 
 
 def test_facts_gathered_without_probes_do_not_answer_a_call_that_wants_them():
-    unprobed = run_module({'probe': False}, host_io())['kernel']
+    unprobed = of_this_run(run_module({'probe': False}, host_io())['kernel'])
     _result, module = run_action({'require': ['fq']}, unprobed)
     module.assert_called_once()
     result, module = run_action({'require': ['tfo'], 'probe': False}, unprobed)
@@ -96,13 +101,28 @@ def test_facts_gathered_without_probes_do_not_answer_a_call_that_wants_them():
 
 
 def test_refresh_probes_again():
-    facts = run_module({}, host_io())['kernel']
+    facts = of_this_run(run_module({}, host_io())['kernel'])
     _result, module = run_action({'refresh': True}, facts)
     module.assert_called_once()
 
 
 def test_facts_of_an_older_module_version_are_not_trusted():
-    facts = run_module({}, host_io())['kernel']
+    facts = of_this_run(run_module({}, host_io())['kernel'])
     del facts['probed']
     _result, module = run_action({}, facts)
     module.assert_called_once()
+
+
+def test_facts_of_an_earlier_run_are_probed_again_and_stamped_with_this_one():
+    """A persistent fact cache brings facts of an earlier run: the kernel may have changed since."""
+    facts = run_module({}, host_io())['kernel']
+    for earlier in (facts, dict(facts, run='1-1')):
+        _result, module = run_action({'require': ['tfo']}, earlier)
+        module.assert_called_once()
+    probed = run_module({}, host_io())
+    result, _module = run_action({}, None, module_result=probed)
+    assert result['kernel']['run'] == controller_run_id()
+    assert result['ansible_facts']['trainnet_kernel']['run'] == controller_run_id()
+    again, module = run_action({'require': ['tfo']}, result['ansible_facts']['trainnet_kernel'])
+    module.assert_not_called()
+    assert again['kernel']['cached'] is True
