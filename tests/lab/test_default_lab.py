@@ -25,6 +25,7 @@ benchmark runs (benchmarks/results/).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -200,7 +201,7 @@ def rsync_module(lab, host, address, port, module):
 
 
 def test_who_can_reach_what(lab):
-    """Only training nodes reach the rendezvous store, only tunnel addresses the anchors' SSH, only
+    """Only training nodes reach the rendezvous store, only tunnel addresses the control hosts' SSH, only
     control hosts the manifest service: from loaders, egress nodes and a LAN host no role knows
     (usw-store), with hand-made routes through their site's control host, and across the WAN. The pool
     reaches the internet only: internal destinations and other ports get 403 from the loader's proxy
@@ -216,21 +217,32 @@ def test_who_can_reach_what(lab):
     for host, via in gateway.items():   # hand-made routes into the overlay through the site's control host
         for net in routes:
             assert on(lab, host, "ip route replace %s via %s" % (net, address[via])).returncode == 0
+    control_hosts = sorted(overlay)
     try:
-        with lab.serving("usw-anchor", ["python3", "-m", "http.server", "--bind", "0.0.0.0", "22"], 22, seconds=90):
+        with contextlib.ExitStack() as servers:
+            for name in control_hosts:   # a listener on the SSH port of every control host
+                servers.enter_context(lab.serving(name, ["python3", "-m", "http.server", "--bind", "0.0.0.0", "22"],
+                                                  22, seconds=120))
             # Positive controls: the listeners answer those who may reach them.
             assert connect(lab, "usw-gpu1", RENDEZVOUS, store_port) == "open"        # on the anchor's LAN
             assert connect(lab, "cn-gpu1", RENDEZVOUS, store_port) == "open"         # through cn-master's tunnel
-            assert connect(lab, "cn-master", overlay["usw-anchor"], 22, overlay["cn-master"]) == "open"
+            for name in control_hosts:   # SSH from another control host's tunnel address
+                peer = "usw-anchor" if name == "cn-master" else "cn-master"
+                assert connect(lab, peer, overlay[name], 22, overlay[peer]) == "open", (peer, name)
             assert rsync_module(lab, "cn-master", overlay["cn-master"], manifest_port,
                                 "trainnet-manifests").startswith("@RSYNCD: AUTHREQD")
-            refused = {}
+            probes = {}
             for host in outsiders:
-                refused[(host, "rendezvous store")] = connect(lab, host, RENDEZVOUS, store_port)
-                refused[(host, "SSH usw-anchor (overlay)")] = connect(lab, host, overlay["usw-anchor"], 22)
-                refused[(host, "SSH usw-anchor (LAN/WAN)")] = connect(lab, host, address["usw-anchor"], 22)
-                refused[(host, "manifest service")] = rsync_module(lab, host, overlay["cn-master"], manifest_port,
-                                                                   "trainnet-manifests")
+                probes[(host, "rendezvous store")] = (connect, RENDEZVOUS, store_port)
+                for name in control_hosts:
+                    probes[(host, "SSH %s (overlay)" % name)] = (connect, overlay[name], 22)
+                    probes[(host, "SSH %s (LAN/WAN)" % name)] = (connect, address[name], 22)
+                probes[(host, "manifest service")] = (rsync_module, overlay["cn-master"], manifest_port,
+                                                      "trainnet-manifests")
+            # Side by side: a refused connection waits for its timeout (the firewall drops, it does not reject).
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                futures = {key: pool.submit(probe[0], lab, key[0], *probe[1:]) for key, probe in probes.items()}
+                refused = {key: future.result() for key, future in futures.items()}
         print("who can reach what:", refused)
         reached = {k: v for k, v in refused.items() if v == "open" or v.startswith("@RSYNCD: AUTHREQD")}
         assert not reached, ("reached from a host that must not", reached, refused)

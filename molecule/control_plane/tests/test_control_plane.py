@@ -12,9 +12,23 @@ import subprocess
 import tempfile
 import time
 
+import importlib.util
+
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+
+
+def shared(name):
+    """A helper module of molecule/shared (the scenarios' tests are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "..", "..", "shared",
+                                                                       name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROCESS_ARGUMENTS = shared("process_arguments")
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
@@ -306,25 +320,6 @@ def test_limited_rerun_changes_nothing_and_logs_no_key():
     assert on(MASTER).check_output("wg show all peers") == before
 
 
-# Every distinct process command line on a host, sampled every 10 ms until a stop file appears (bounded).
-CMDLINE_SAMPLER = """
-import os, sys, time
-out, stop, end = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
-seen = set()
-while time.monotonic() < end and not os.path.exists(stop):
-    for pid in os.listdir('/proc'):
-        if pid.isdigit():
-            try:
-                with open('/proc/%s/cmdline' % pid, 'rb') as f:
-                    seen.add(f.read().replace(b'\\0', b' '))
-            except OSError:
-                pass
-    time.sleep(0.01)
-with open(out, 'wb') as f:
-    f.write(b'\\n'.join(sorted(seen)))
-"""
-
-
 def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
     """The anchor's private key file is lost: a full converge at -vvv makes a new one, restarts that
     host's tunnels with it (the running interfaces held the old key) and gives the peers the new public
@@ -332,24 +327,19 @@ def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
     process's arguments on the host while the converge ran (sampled throughout, not one snapshot)."""
     use = on(USE)
     old_secret = use.file("/etc/trainnet/wireguard/private.key").content_string.strip()
-    use.check_output("rm -f /etc/trainnet/wireguard/private.key /tmp/cmdlines.stop /tmp/cmdlines.txt")
-    sampler = subprocess.Popen(["podman", "exec", USE, "python3", "-c", CMDLINE_SAMPLER, "/tmp/cmdlines.txt",
-                                "/tmp/cmdlines.stop", "900"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    use.check_output("rm -f /etc/trainnet/wireguard/private.key")
     started = int(time.time()) - 1
-    try:
+    with PROCESS_ARGUMENTS.sampled(USE) as seen:
         proc = subprocess.run(
             ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"), "-vvv"],
             env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
             capture_output=True, text=True, timeout=900, check=False)
-    finally:
-        use.run("touch /tmp/cmdlines.stop")
-        sampler.communicate(timeout=60)
     output = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     assert proc.returncode == 0, output[-3000:]
     new_secret = use.file("/etc/trainnet/wireguard/private.key").content_string.strip()
     assert new_secret and new_secret != old_secret
     assert old_secret not in output and new_secret not in output
-    cmdlines = use.file("/tmp/cmdlines.txt").content_string
+    cmdlines = seen["text"]
     # The sampler saw the moments that load the key (the setup helper runs once per restarted tunnel).
     assert "trainnet-wg-setup" in cmdlines, cmdlines[-2000:]
     assert old_secret not in cmdlines and new_secret not in cmdlines
@@ -635,3 +625,126 @@ def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a)
         assert wait_for(handshake, 30), "%s: no traffic through %s after the rollback" % (MASTER, ifname)
     for name in (MASTER, USW, USE):
         test_bfd_sessions_up_on_every_tunnel(on(name))
+
+
+# --- SSH on the anchors: who may open a session, the open one survives, an unconfirmed table goes back ---
+
+# A stand-in for sshd on port 22 (the image has none): a banner, then an echo. Bounded by `timeout`.
+SSH_STANDIN = r"""
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 22)); s.listen(8)
+def serve(c):
+    c.sendall(b"SSH-2.0-molecule-standin\r\n")
+    while True:
+        data = c.recv(64)
+        if not data:
+            break
+        c.sendall(data)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+# An SSH session from the outsider that stays open: connects and reads the banner, then waits for a
+# line on stdin and tries one echo over the same connection.
+OPEN_SESSION = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], 22), timeout=5)
+print(s.recv(64).decode().strip(), flush=True)
+sys.stdin.readline()
+s.settimeout(5)
+try:
+    s.sendall(b"ping\n"); print(s.recv(64).decode().strip() or "closed", flush=True)
+except OSError as error:
+    print("error %s" % error, flush=True)
+"""
+
+
+def new_ssh_connection_opens():
+    """Does a new TCP connection from the outsider to the anchor's SSH port open (within 3 s)?"""
+    probe = "import socket,sys;s=socket.socket();s.settimeout(3);print(s.connect_ex((sys.argv[1],22)))"
+    return outsider(["python3", "-c", probe, UNDERLAY[USW]]).stdout.strip() == "0"
+
+
+def live_table(pid):
+    proc = subprocess.run(["nsenter", "-t", pid, "-n", "nft", "list", "table", "inet", "trainnet_control_plane"],
+                          capture_output=True, text=True, timeout=10, check=False)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+@pytest.fixture(name="ssh_standin")
+def fixture_ssh_standin(outsider_address):
+    usw = on(USW)
+    usw.check_output("systemd-run --unit=cp-test-sshd --collect timeout 600 python3 -c %s", SSH_STANDIN)
+    yield outsider_address
+    usw.run("systemctl stop cp-test-sshd")
+    pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", USW], text=True).strip()
+    if outsider_address in live_table(pid):  # the test stopped early: the scenario's SSH sources (none) back
+        converge("--limit", USW)
+
+
+def test_ssh_sources_an_open_session_and_an_unconfirmed_table(ssh_standin):
+    """Issue 23 finding 3. The anchor's SSH port takes new connections only from
+    control_plane_ssh_sources (and the tunnels); a session that is open survives a table that no longer
+    lists its source (ct state established); and a table the run never confirmed (the run dies after
+    loading it, as a controller locked out by it would) goes back by itself after
+    control_plane_firewall_confirm_sec, and the next run loads the table on disk again."""
+    usw = on(USW)
+    assert wait_for(lambda: usw.run("ss -Hltn 'sport = :22'").stdout.strip(), 10)
+    before = counter(usw, "ssh-not-tunnel")
+    assert not new_ssh_connection_opens()
+    assert counter(usw, "ssh-not-tunnel") > before
+
+    rc, output = converge("--limit", USW, "-e", '{"control_plane_ssh_sources": ["%s/32"]}' % ssh_standin)
+    assert rc == 0, output[-3000:]
+    assert new_ssh_connection_opens()
+    session = subprocess.Popen(["ip", "netns", "exec", WAN_NETNS, "python3", "-c", OPEN_SESSION, UNDERLAY[USW]],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert session.stdout.readline().startswith("SSH-2.0-"), "no banner on the open session"
+        # A run that loads a table without the outsider and dies before confirming it.
+        pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", USW], text=True).strip()
+        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+        env.pop("TRAINNET_MOLECULE_PSK", None)
+        with tempfile.TemporaryFile(mode="w+") as log:
+            run = subprocess.Popen(["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"),
+                                    "--limit", USW, "-e", "control_plane_firewall_confirm_sec=15"],
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            loaded_at = None
+            try:
+                deadline = time.monotonic() + 600
+                while run.poll() is None and time.monotonic() < deadline:
+                    table = live_table(pid)
+                    if table and ssh_standin not in table:
+                        os.killpg(run.pid, signal.SIGKILL)
+                        loaded_at = time.monotonic()
+                        break
+                    time.sleep(0.01)
+            finally:
+                if run.poll() is None:
+                    os.killpg(run.pid, signal.SIGKILL)
+                run.wait(timeout=60)
+            log.seek(0)
+            output = log.read()
+        assert loaded_at is not None, "the table without the outsider was never loaded: %s" % output[-3000:]
+        assert usw.run("systemctl is-active %s.timer" % "trainnet-control-plane-nft-rollback").stdout.strip() == "active", \
+            "the run was confirmed before it could be killed (the race this test needs): %s" % output[-2000:]
+        # The new table refuses a new session from the outsider; the open one still answers.
+        assert not new_ssh_connection_opens()
+        session.stdin.write("go\n")
+        session.stdin.flush()
+        assert session.stdout.readline().strip() == "ping", "the open SSH session died with the new table"
+        # Nobody confirmed: the previous table (with the outsider) is back after the confirm time.
+        assert wait_for(lambda: ssh_standin in live_table(pid), 30), live_table(pid)
+        back_after = time.monotonic() - loaded_at
+        assert 12 <= back_after <= 30, back_after
+        assert new_ssh_connection_opens()
+        # The next run loads the table on disk again (it differs from the last confirmed one).
+        rc, output = converge("--limit", USW)
+        assert rc == 0, output[-3000:]
+        assert task_lines(output, "Firewall | Record the confirmed table", USW) == ["changed"], output[-3000:]
+        assert ssh_standin not in live_table(pid)
+        assert not new_ssh_connection_opens()
+    finally:
+        if session.poll() is None:
+            session.kill()
+        session.wait(timeout=10)

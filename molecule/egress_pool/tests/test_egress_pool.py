@@ -5,6 +5,7 @@ exclusive mode never goes direct, qualification drains a lossy upstream and re-a
 credentials file is 0640 root:proxy and no credential shows in a converge log, the downloader keeps
 only shards with the right SHA-256, and the egress nodes serve only the loaders."""
 
+import importlib.util
 import json
 import os
 import re
@@ -13,6 +14,18 @@ import time
 
 import pytest
 import testinfra
+
+
+def shared(name):
+    """A helper module of molecule/shared (the scenarios' tests are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "..", "..", "shared",
+                                                                       name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROCESS_ARGUMENTS = shared("process_arguments")
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
@@ -267,17 +280,41 @@ def converge_verbose():
     return output
 
 
-def test_a_converge_that_rewrites_the_credentials_logs_none_of_them():
-    """The files holding the upstream's credentials are lost: the converge at -vvv --diff writes them
-    again (a run that changes them, where a diff or a module argument would show them) without the
-    password anywhere in its output."""
+def proxy_drops(name):
+    """The egress node's count of dropped proxy connections from hosts that are not loaders (None: no such rule)."""
+    out = on(name).run("nft list table inet trainnet_egress_pool").stdout
+    match = re.search(r'counter packets (\d+) bytes \d+ drop comment "proxy-not-loader"', out)
+    return int(match.group(1)) if match else None
+
+
+def test_a_converge_after_lost_credentials_and_firewall_tables_restores_them_logging_no_credential():
+    """Issue 23 findings 6 and 11. The files holding the upstream's credentials are lost, one egress
+    node's firewall table is deleted and the other's flushed (their files unchanged): the converge at
+    -vvv --diff writes the credentials again without the password in its output or in any process's
+    arguments on the loader (sampled every 10 ms throughout, not one snapshot), and loads both tables
+    again, so the origin (not a loader) is dropped and counted on both nodes."""
     loader = on(LOADER)
     password = secret()
     loader.check_output("rm -f /etc/squid/trainnet-egress-peers.conf /etc/trainnet/egress_pool/upstreams.json")
-    output = converge_verbose()
+    on(EGRESS_A).check_output("nft delete table inet trainnet_egress_pool")
+    on(EGRESS_B).check_output("nft flush table inet trainnet_egress_pool")
+    assert proxy_drops(EGRESS_A) is None and proxy_drops(EGRESS_B) is None
+    with PROCESS_ARGUMENTS.sampled(LOADER) as seen:
+        output = converge_verbose()
     assert re.search(r"%s\s*:\s*ok=\d+\s+changed=[1-9]" % LOADER, output), output[-2000:]
     assert "login=trainnet:%s" % password in loader.file("/etc/squid/trainnet-egress-peers.conf").content_string
     assert password not in output
+    # The sampler saw the qualification the new upstreams file starts (the watchdog reads the
+    # credentials from that file), and no argument held the password.
+    assert "trainnet-egress-watchdog" in seen["text"], seen["text"][-2000:]
+    assert password not in seen["text"]
+    for name in (EGRESS_A, EGRESS_B):
+        before = proxy_drops(name)
+        assert before is not None, "the table of %s was not loaded again" % name
+        probe = on(ORIGIN).run("curl -s --max-time 3 -o /dev/null -w '%%{http_code}' -x http://%s:3128 "
+                               "http://origin.molecule.test/", ADDRESS[name])
+        assert probe.rc != 0 and probe.stdout.strip() in ("", "000"), probe.stdout
+        assert proxy_drops(name) > before
 
 
 def test_converge_log_shows_no_credential_and_changes_nothing():
