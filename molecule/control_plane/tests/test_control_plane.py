@@ -7,9 +7,7 @@ changes nothing."""
 import os
 import re
 import shlex
-import signal
 import subprocess
-import tempfile
 import time
 
 import importlib.util
@@ -21,14 +19,15 @@ import testinfra.utils.ansible_runner
 
 def shared(name):
     """A helper module of molecule/shared (the scenarios' tests are not a package)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "..", "..", "shared",
-                                                                       name + ".py"))
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 PROCESS_ARGUMENTS = shared("process_arguments")
+INTERRUPTED = shared("interrupted")
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
@@ -474,42 +473,17 @@ def test_a_converge_killed_after_bird_conf_changed_is_completed_by_the_next_run(
     master's bird.conf holds the new value, before BIRD reloaded it: BIRD runs the old multiplier while
     the file has the new one. The next converge with the same value finds bird.conf unchanged and still
     reloads BIRD (the record of what BIRD loaded differs from the file): every BIRD then runs it."""
-    pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", MASTER], text=True).strip()
-    conf = "/proc/%s/root/etc/bird/bird.conf" % pid  # read from here: no podman exec per poll
-
-    def conf_text():
-        try:
-            with open(conf) as f:
-                return f.read()
-        except OSError:
-            return ""
+    conf_text = INTERRUPTED.container_file(MASTER, "/etc/bird/bird.conf")
     assert "multiplier 5;" in conf_text()
     assert wait_for(lambda: every_bfd_timeout() == [250], 15), every_bfd_timeout()
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env = dict(os.environ)
     env.pop("TRAINNET_MOLECULE_PSK", None)
-    killed_at = None
+    argv = ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"),
+            "-e", "control_plane_bfd_multiplier=7"]
     try:
-        with tempfile.TemporaryFile(mode="w+") as log:
-            proc = subprocess.Popen(
-                ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"),
-                 "-e", "control_plane_bfd_multiplier=7"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                deadline = time.monotonic() + 600
-                while proc.poll() is None and time.monotonic() < deadline:
-                    if "multiplier 7;" in conf_text():
-                        # The reload is at least one task away (the start of BIRD's unit comes first).
-                        os.killpg(proc.pid, signal.SIGKILL)
-                        killed_at = time.monotonic()
-                        break
-                    time.sleep(0.01)
-            finally:
-                if proc.poll() is None and killed_at is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=60)
-            log.seek(0)
-            output = log.read()
-        assert killed_at is not None, "bird.conf never changed (rc %s): %s" % (proc.returncode, output[-3000:])
+        # The reload is at least one task away from the write (the start of BIRD's unit comes first).
+        killed, output = INTERRUPTED.converge_killed_when(argv, lambda: "multiplier 7;" in conf_text(), env=env)
+        assert killed, "bird.conf never changed: %s" % output[-3000:]
         assert "BIRD | Make BIRD run bird.conf" not in output, output[-3000:]
         # The interrupted state: the file has 7, the master's BIRD still runs 5 (nothing reloads it late).
         time.sleep(2)
@@ -547,6 +521,122 @@ def sampled_converge(*extra, psk=None):
         samples = stop()
     after = dict((name, tunnel_pids(name)) for name in (MASTER, USW, USE))
     return dict(rc=rc, output=output, samples=samples, before=before, after=after)
+
+
+# The SSH test runs before the pre-shared-key tests: their module fixture puts key A on every host
+# until the module ends, and a --limit run without it would change (and roll back) a tunnel.
+# --- SSH on the anchors: who may open a session, the open one survives, an unconfirmed table goes back ---
+
+# A stand-in for sshd on port 22 (the image has none): a banner, then an echo. Bounded by `timeout`.
+SSH_STANDIN = r"""
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 22)); s.listen(8)
+def serve(c):
+    c.sendall(b"SSH-2.0-molecule-standin\r\n")
+    while True:
+        data = c.recv(64)
+        if not data:
+            break
+        c.sendall(data)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+# An SSH session from the outsider that stays open: connects and reads the banner, then waits for a
+# line on stdin and tries one echo over the same connection.
+OPEN_SESSION = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], 22), timeout=5)
+print(s.recv(64).decode().strip(), flush=True)
+sys.stdin.readline()
+s.settimeout(5)
+try:
+    s.sendall(b"ping\n"); print(s.recv(64).decode().strip() or "closed", flush=True)
+except OSError as error:
+    print("error %s" % error, flush=True)
+"""
+
+
+def new_ssh_connection_opens():
+    """Does a new TCP connection from the outsider to the anchor's SSH port open (within 3 s)?"""
+    probe = "import socket,sys;s=socket.socket();s.settimeout(3);print(s.connect_ex((sys.argv[1],22)))"
+    return outsider(["python3", "-c", probe, UNDERLAY[USW]]).stdout.strip() == "0"
+
+
+def live_table(pid):
+    proc = subprocess.run(["nsenter", "-t", pid, "-n", "nft", "list", "table", "inet", "trainnet_control_plane"],
+                          capture_output=True, text=True, timeout=10, check=False)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+@pytest.fixture(name="ssh_standin")
+def fixture_ssh_standin(outsider_address):
+    usw = on(USW)
+    usw.check_output("systemd-run --unit=cp-test-sshd --collect timeout 600 python3 -c %s", SSH_STANDIN)
+    yield outsider_address
+    usw.run("systemctl stop cp-test-sshd")
+    pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", USW], text=True).strip()
+    if outsider_address in live_table(pid):  # the test stopped early: the scenario's SSH sources (none) back
+        converge("--limit", USW)
+
+
+def test_ssh_sources_an_open_session_and_an_unconfirmed_table(ssh_standin):
+    """Issue 23 finding 3. The anchor's SSH port takes new connections only from
+    control_plane_ssh_sources (and the tunnels); a session that is open survives a table that no longer
+    lists its source (ct state established); and a table the run never confirmed (the run dies after
+    loading it, as a controller locked out by it would) goes back by itself after
+    control_plane_firewall_confirm_sec, and the next run loads the table on disk again."""
+    usw = on(USW)
+
+    def listening():
+        return usw.run("ss -Hltn 'sport = :22'").stdout.strip()
+    assert wait_for(listening, 10)
+    before = counter(usw, "ssh-not-tunnel")
+    assert not new_ssh_connection_opens()
+    assert counter(usw, "ssh-not-tunnel") > before
+
+    rc, output = converge("--limit", USW, "-e", '{"control_plane_ssh_sources": ["%s/32"]}' % ssh_standin)
+    assert rc == 0, output[-3000:]
+    assert new_ssh_connection_opens()
+    session = subprocess.Popen(["ip", "netns", "exec", WAN_NETNS, "python3", "-c", OPEN_SESSION, UNDERLAY[USW]],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert session.stdout.readline().startswith("SSH-2.0-"), "no banner on the open session"
+        # A run that loads a table without the outsider and dies before confirming it.
+        pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", USW], text=True).strip()
+        env = dict(os.environ)
+        env.pop("TRAINNET_MOLECULE_PSK", None)
+        argv = ["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"),
+                "--limit", USW, "-e", "control_plane_firewall_confirm_sec=15"]
+
+        def outsider_gone():
+            table = live_table(pid)
+            return bool(table) and ssh_standin not in table
+        killed, output = INTERRUPTED.converge_killed_when(argv, outsider_gone, env=env)
+        loaded_at = time.monotonic()
+        assert killed, "the table without the outsider was never loaded: %s" % output[-3000:]
+        assert usw.run("systemctl is-active %s.timer" % "trainnet-control-plane-nft-rollback").stdout.strip() == "active", \
+            "the run was confirmed before it could be killed (the race this test needs): %s" % output[-2000:]
+        # The new table refuses a new session from the outsider; the open one still answers.
+        assert not new_ssh_connection_opens()
+        session.stdin.write("go\n")
+        session.stdin.flush()
+        assert session.stdout.readline().strip() == "ping", "the open SSH session died with the new table"
+        # Nobody confirmed: the previous table (with the outsider) is back after the confirm time.
+        assert wait_for(lambda: ssh_standin in live_table(pid), 30), live_table(pid)
+        back_after = time.monotonic() - loaded_at
+        assert 12 <= back_after <= 30, back_after
+        assert new_ssh_connection_opens()
+        # The next run loads the table on disk again (it differs from the last confirmed one).
+        rc, output = converge("--limit", USW)
+        assert rc == 0, output[-3000:]
+        assert task_lines(output, "Firewall | Record the confirmed table", USW) == ["changed"], output[-3000:]
+        assert ssh_standin not in live_table(pid)
+        assert not new_ssh_connection_opens()
+    finally:
+        if session.poll() is None:
+            session.kill()
+        session.wait(timeout=10)
 
 
 @pytest.fixture(name="every_host_on_psk_a", scope="module")
@@ -625,126 +715,3 @@ def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a)
         assert wait_for(handshake, 30), "%s: no traffic through %s after the rollback" % (MASTER, ifname)
     for name in (MASTER, USW, USE):
         test_bfd_sessions_up_on_every_tunnel(on(name))
-
-
-# --- SSH on the anchors: who may open a session, the open one survives, an unconfirmed table goes back ---
-
-# A stand-in for sshd on port 22 (the image has none): a banner, then an echo. Bounded by `timeout`.
-SSH_STANDIN = r"""
-import socket, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 22)); s.listen(8)
-def serve(c):
-    c.sendall(b"SSH-2.0-molecule-standin\r\n")
-    while True:
-        data = c.recv(64)
-        if not data:
-            break
-        c.sendall(data)
-while True:
-    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
-"""
-
-# An SSH session from the outsider that stays open: connects and reads the banner, then waits for a
-# line on stdin and tries one echo over the same connection.
-OPEN_SESSION = r"""
-import socket, sys
-s = socket.create_connection((sys.argv[1], 22), timeout=5)
-print(s.recv(64).decode().strip(), flush=True)
-sys.stdin.readline()
-s.settimeout(5)
-try:
-    s.sendall(b"ping\n"); print(s.recv(64).decode().strip() or "closed", flush=True)
-except OSError as error:
-    print("error %s" % error, flush=True)
-"""
-
-
-def new_ssh_connection_opens():
-    """Does a new TCP connection from the outsider to the anchor's SSH port open (within 3 s)?"""
-    probe = "import socket,sys;s=socket.socket();s.settimeout(3);print(s.connect_ex((sys.argv[1],22)))"
-    return outsider(["python3", "-c", probe, UNDERLAY[USW]]).stdout.strip() == "0"
-
-
-def live_table(pid):
-    proc = subprocess.run(["nsenter", "-t", pid, "-n", "nft", "list", "table", "inet", "trainnet_control_plane"],
-                          capture_output=True, text=True, timeout=10, check=False)
-    return proc.stdout if proc.returncode == 0 else ""
-
-
-@pytest.fixture(name="ssh_standin")
-def fixture_ssh_standin(outsider_address):
-    usw = on(USW)
-    usw.check_output("systemd-run --unit=cp-test-sshd --collect timeout 600 python3 -c %s", SSH_STANDIN)
-    yield outsider_address
-    usw.run("systemctl stop cp-test-sshd")
-    pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", USW], text=True).strip()
-    if outsider_address in live_table(pid):  # the test stopped early: the scenario's SSH sources (none) back
-        converge("--limit", USW)
-
-
-def test_ssh_sources_an_open_session_and_an_unconfirmed_table(ssh_standin):
-    """Issue 23 finding 3. The anchor's SSH port takes new connections only from
-    control_plane_ssh_sources (and the tunnels); a session that is open survives a table that no longer
-    lists its source (ct state established); and a table the run never confirmed (the run dies after
-    loading it, as a controller locked out by it would) goes back by itself after
-    control_plane_firewall_confirm_sec, and the next run loads the table on disk again."""
-    usw = on(USW)
-    assert wait_for(lambda: usw.run("ss -Hltn 'sport = :22'").stdout.strip(), 10)
-    before = counter(usw, "ssh-not-tunnel")
-    assert not new_ssh_connection_opens()
-    assert counter(usw, "ssh-not-tunnel") > before
-
-    rc, output = converge("--limit", USW, "-e", '{"control_plane_ssh_sources": ["%s/32"]}' % ssh_standin)
-    assert rc == 0, output[-3000:]
-    assert new_ssh_connection_opens()
-    session = subprocess.Popen(["ip", "netns", "exec", WAN_NETNS, "python3", "-c", OPEN_SESSION, UNDERLAY[USW]],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert session.stdout.readline().startswith("SSH-2.0-"), "no banner on the open session"
-        # A run that loads a table without the outsider and dies before confirming it.
-        pid = subprocess.check_output(["podman", "inspect", "-f", "{{.State.Pid}}", USW], text=True).strip()
-        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-        env.pop("TRAINNET_MOLECULE_PSK", None)
-        with tempfile.TemporaryFile(mode="w+") as log:
-            run = subprocess.Popen(["ansible-playbook", "-i", INVENTORY, os.path.join(SCENARIO, "converge.yml"),
-                                    "--limit", USW, "-e", "control_plane_firewall_confirm_sec=15"],
-                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            loaded_at = None
-            try:
-                deadline = time.monotonic() + 600
-                while run.poll() is None and time.monotonic() < deadline:
-                    table = live_table(pid)
-                    if table and ssh_standin not in table:
-                        os.killpg(run.pid, signal.SIGKILL)
-                        loaded_at = time.monotonic()
-                        break
-                    time.sleep(0.01)
-            finally:
-                if run.poll() is None:
-                    os.killpg(run.pid, signal.SIGKILL)
-                run.wait(timeout=60)
-            log.seek(0)
-            output = log.read()
-        assert loaded_at is not None, "the table without the outsider was never loaded: %s" % output[-3000:]
-        assert usw.run("systemctl is-active %s.timer" % "trainnet-control-plane-nft-rollback").stdout.strip() == "active", \
-            "the run was confirmed before it could be killed (the race this test needs): %s" % output[-2000:]
-        # The new table refuses a new session from the outsider; the open one still answers.
-        assert not new_ssh_connection_opens()
-        session.stdin.write("go\n")
-        session.stdin.flush()
-        assert session.stdout.readline().strip() == "ping", "the open SSH session died with the new table"
-        # Nobody confirmed: the previous table (with the outsider) is back after the confirm time.
-        assert wait_for(lambda: ssh_standin in live_table(pid), 30), live_table(pid)
-        back_after = time.monotonic() - loaded_at
-        assert 12 <= back_after <= 30, back_after
-        assert new_ssh_connection_opens()
-        # The next run loads the table on disk again (it differs from the last confirmed one).
-        rc, output = converge("--limit", USW)
-        assert rc == 0, output[-3000:]
-        assert task_lines(output, "Firewall | Record the confirmed table", USW) == ["changed"], output[-3000:]
-        assert ssh_standin not in live_table(pid)
-        assert not new_ssh_connection_opens()
-    finally:
-        if session.poll() is None:
-            session.kill()
-        session.wait(timeout=10)

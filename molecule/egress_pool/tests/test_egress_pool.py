@@ -18,8 +18,8 @@ import testinfra
 
 def shared(name):
     """A helper module of molecule/shared (the scenarios' tests are not a package)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "..", "..", "shared",
-                                                                       name + ".py"))
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -3,6 +3,7 @@ the narrowest path (1400 - 80), full-size packets through it with DF set, nothin
 underlay, keys that never leave their node, peers applied in place, a tunnel MTU the path does not
 carry rolled back by itself, and bad input refused before any node changes."""
 
+import importlib.util
 import json
 import os
 import re
@@ -14,6 +15,17 @@ import pytest
 import testinfra
 import testinfra.utils.ansible_runner
 
+
+def shared(name):
+    """A helper module of molecule/shared (the scenarios' tests are not a package)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+INTERRUPTED = shared("interrupted")
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 CONVERGE = os.environ["TRAINNET_SYNC_TUNNEL_CONVERGE"]
 WAN_NETNS = "trainnet-molst-wan"
@@ -145,6 +157,34 @@ def test_reload_applies_peers_in_place(host):
     assert len(host.check_output("wg show %s peers", IFACE).split()) == 2
     other = NODE2 if name_of(host) != NODE2 else NODE1
     assert ping(host, TUNNEL[other], MTU - 28).rc == 0
+
+
+def keepalive(name):
+    """The persistent keepalive (s) the running tunnel of a node uses towards each peer."""
+    rows = on(name).check_output("wg show %s persistent-keepalive", IFACE).splitlines()
+    return sorted(set(row.split()[-1] for row in rows))
+
+
+def test_a_converge_killed_after_the_peers_changed_is_completed_by_the_next_run():
+    """Issue 23 finding 1, for the gradient-sync tunnel. A converge with a new keepalive is killed the
+    moment node1's peers file holds it, before the tunnel reloaded it: the running tunnel keeps the old
+    value while the file has the new one. The next converge with the same value finds the file
+    unchanged and still reloads (the record of what the tunnel loaded differs from the file)."""
+    assert keepalive(NODE1) == ["25"]
+    read = INTERRUPTED.container_file(NODE1, KEY_DIR + "/peers.conf")
+    argv = ["ansible-playbook", "-i", INVENTORY, CONVERGE, "--limit", NODE1, "-e", "sync_tunnel_keepalive=17"]
+    try:
+        killed, output = INTERRUPTED.converge_killed_when(argv, lambda: "PersistentKeepalive = 17" in read())
+        assert killed, output[-3000:]
+        time.sleep(1)
+        assert "PersistentKeepalive = 17" in read() and keepalive(NODE1) == ["25"]
+        done = converge({"sync_tunnel_keepalive": 17}, limit=NODE1)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        assert keepalive(NODE1) == ["17"]
+    finally:
+        done = converge(limit=NODE1)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert keepalive(NODE1) == ["25"]
 
 
 def snapshot():
