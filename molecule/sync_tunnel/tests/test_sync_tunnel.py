@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -251,3 +252,72 @@ def test_a_tunnel_mtu_the_path_does_not_carry_is_rolled_back():
     again = converge()
     changed = re.findall(r"changed=(\d+)", again.stdout)
     assert again.returncode == 0 and len(changed) == 3 and set(changed) == {"0"}, again.stdout[-3000:]
+
+
+RETIRE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "playbooks", "retire.yml")
+
+
+def retire_node3(*extra):
+    """playbooks/retire.yml on node3, with the roles given a group of node1 and node2 only (node3 left
+    the training nodes), as a user runs it after editing the inventory."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as remaining:
+        remaining.write("remaining:\n  hosts:\n    %s:\n    %s:\n" % (NODE1, NODE2))
+        remaining.flush()
+        groups = {"sync_tunnel_group": "remaining", "control_plane_training_group": "remaining",
+                  "training_job_node_group": "remaining"}
+        run = subprocess.run(["ansible-playbook", "-i", INVENTORY, "-i", remaining.name, RETIRE,
+                              "-e", json.dumps(dict(groups, trainnet_retire_hosts=NODE3))] + list(extra),
+                             capture_output=True, text=True, timeout=300, check=False,
+                             env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
+        # The remaining nodes' run with the same groups: they drop node3 as a peer.
+        rest = subprocess.run(["ansible-playbook", "-i", INVENTORY, "-i", remaining.name, CONVERGE,
+                               "--limit", "remaining", "-e", json.dumps(groups)] + list(extra),
+                              capture_output=True, text=True, timeout=300, check=False,
+                              env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
+    return run, rest
+
+
+def test_a_node_that_left_the_group_is_retired_and_dropped_by_the_rest():
+    """Issue 23 finding 7. A node that left the training nodes keeps nothing of the tunnel: refused
+    while still in the group; --check changes nothing; playbooks/retire.yml stops the tunnel and
+    removes its unit, key directory and records, and the remaining nodes' next run drops it as a peer
+    (no key of node3 in their tunnel, node1 <-> node2 still carries full-size packets). site.yml with
+    node3 back brings it back with a new key that every peer holds."""
+    node3 = on(NODE3)
+    key3 = node3.file(KEY_DIR + "/public.key").content_string.strip()
+    # Still in the group: refused before any change.
+    refused = subprocess.run(["ansible-playbook", "-i", INVENTORY, RETIRE, "-e", "trainnet_retire_hosts=" + NODE3],
+                             capture_output=True, text=True, timeout=300, check=False,
+                             env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
+    assert refused.returncode != 0 and "is still in gpu_nodes" in refused.stdout + refused.stderr, \
+        (refused.stdout + refused.stderr)[-3000:]
+    assert node3.file(KEY_DIR).exists
+    try:
+        checked = retire_node3("--check")[0]
+        assert checked.returncode == 0, checked.stdout[-3000:]
+        assert re.search(r"%s\s*:\s*ok=\d+\s+changed=[1-9]" % NODE3, checked.stdout), checked.stdout[-3000:]
+        assert node3.file(KEY_DIR + "/private.key").exists and node3.service("trainnet-sync-tunnel.service").is_running
+        run, rest = retire_node3()
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert rest.returncode == 0, rest.stdout[-3000:]
+        assert node3.run("ip link show dev %s", IFACE).rc != 0
+        for path in (KEY_DIR, "/etc/systemd/system/trainnet-sync-tunnel.service",
+                     "/usr/local/libexec/trainnet/trainnet-sync-setup",
+                     "/var/lib/trainnet/config-loaded/trainnet-sync-tunnel.sha256",
+                     "/var/lib/trainnet/config-loaded/trainnet-sync-tunnel-peers.sha256",
+                     "/etc/sysctl.d/90-trainnet-sync-tunnel.conf"):
+            assert not node3.file(path).exists, path
+        assert node3.run("systemctl cat trainnet-sync-tunnel.service").rc != 0
+        assert node3.file("/proc/sys/net/ipv4/ip_forward").content_string.strip() == "0"
+        for node, other in ((NODE1, NODE2), (NODE2, NODE1)):
+            host = on(node)
+            assert key3 not in host.check_output("wg show %s peers", IFACE)
+            assert ping(host, TUNNEL[other], MTU - 28).rc == 0, node
+        again = retire_node3()[0]
+        assert re.search(r"%s\s*:\s*ok=\d+\s+changed=0\s" % NODE3, again.stdout), again.stdout[-3000:]
+    finally:
+        back = converge()
+    assert back.returncode == 0, (back.stdout + back.stderr)[-3000:]
+    for node in NODES:
+        test_full_mesh_with_every_peer_at_its_underlay_endpoint(on(node))
+    assert node3.file(KEY_DIR + "/public.key").content_string.strip() != key3
