@@ -274,6 +274,41 @@ def test_who_can_reach_what(lab):
     assert shard.stdout == "200", shard
 
 
+def control_plane_alone(tmp_path, host, *extra):
+    """The control_plane role alone on one lab host, as a user re-runs one role there: (rc, output)."""
+    play = tmp_path / "control_plane.yml"
+    play.write_text("- name: The control plane on one host\n  hosts: all\n  gather_facts: false\n  become: true\n"
+                    "  roles:\n    - role: longhaul.trainnet.control_plane\n")
+    done = run(["ansible-playbook", "-i", "inventories/lab", str(play), "--limit", host, *extra], 600)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_training_node_whose_gateway_empties_keeps_no_gateway_route(lab, tmp_path):
+    """Issue 23 finding 7. The control plane run with control_plane_gateway empty for a training node (its
+    site now routes the overlay itself) stops and removes the gateway-routes unit and its routes
+    (protocol 251) go with it; the next run with the gateway brings both back and rendezvous answers."""
+    node = "usw-gpu2"
+
+    def gateway_state():
+        routes = on(lab, node, "ip -4 route show proto 251").stdout
+        unit = on(lab, node, "systemctl is-enabled trainnet-control-plane-routes.service").stdout.strip()
+        return routes, unit
+    routes, unit = gateway_state()
+    assert RENDEZVOUS in routes and unit == "enabled", (routes, unit)
+    try:
+        rc, output = control_plane_alone(tmp_path, node, "-e", "control_plane_gateway=")
+        assert rc == 0, output[-3000:]
+        routes, unit = gateway_state()
+        assert not routes.strip() and unit != "enabled", (routes, unit)
+        assert on(lab, node, "test -e /etc/systemd/system/trainnet-control-plane-routes.service").returncode == 1
+    finally:
+        rc, output = control_plane_alone(tmp_path, node)
+    assert rc == 0, output[-3000:]
+    routes, unit = gateway_state()
+    assert RENDEZVOUS in routes and unit == "enabled", (routes, unit)
+    assert on(lab, node, "ping -n -c 3 -W 2 %s" % RENDEZVOUS).returncode == 0
+
+
 def qualify(lab) -> str:
     done = on(lab, "cn-loader", "systemctl start trainnet-egress-watchdog.service && cat " + PROM, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -639,6 +639,57 @@ def test_ssh_sources_an_open_session_and_an_unconfirmed_table(ssh_standin):
         session.wait(timeout=10)
 
 
+# --- a changed rendezvous address: nothing of the old one stays ---
+
+OTHER_RDV = "198.19.255.9"
+
+
+def rendezvous_state(name):
+    """What a host has of the rendezvous addresses: lo addresses, takeover routes (protocol 252), the
+    firewall ruleset."""
+    host = on(name)
+    return {"lo": host.check_output("ip -o -4 address show dev lo"),
+            "takeover": host.check_output("ip -4 route show table main proto 252"),
+            "firewall": host.check_output("nft list ruleset")}
+
+
+def assert_rendezvous_is(new, old):
+    """The primary serves `new` on lo, the secondary holds only its takeover route, the master routes
+    it through the primary, writes it in its env file and reaches it; `old` is on no host any more."""
+    usw, use, master = rendezvous_state(USW), rendezvous_state(USE), rendezvous_state(MASTER)
+    assert new in usw["lo"] and old not in usw["lo"], usw["lo"]
+    assert new not in use["lo"] and old not in use["lo"], use["lo"]
+    assert re.search(r"^local %s dev lo .*metric 4000" % re.escape(new), use["takeover"], re.M), use["takeover"]
+    assert old not in use["takeover"], use["takeover"]
+    # The secondary's takeover chain names the address; no host's ruleset names the old one.
+    assert new in use["firewall"], use["firewall"]
+    for name, state in ((USW, usw), (USE, use), (MASTER, master)):
+        assert old not in state["firewall"], name
+    master_host = on(MASTER)
+    assert wait_for(lambda: route_dev(master_host, new) == IF_TO[USW], 15), master_host.check_output("ip route")
+    assert wait_for(lambda: not master_host.check_output("ip -4 route show %s/32", old).strip(), 15), \
+        master_host.check_output("ip -4 route show %s/32", old)
+    assert master_host.run("ping -n -c 3 -W 2 %s", new).rc == 0
+    env = master_host.file("/etc/trainnet/control_plane.env").content_string
+    assert "MASTER_ADDR=%s" % new in env and old not in env, env
+
+
+def test_a_changed_rendezvous_address_leaves_nothing_of_the_old_one():
+    """Issue 23 finding 7. A converge with another control_plane_rendezvous_address moves everything to
+    it (the primary's lo address, the secondary's takeover route, BIRD's route on the master, the
+    firewall, the training node's env file) and leaves nothing of the old address on any host; a
+    converge back does the same the other way."""
+    assert_rendezvous_is(RDV, OTHER_RDV)
+    try:
+        rc, output = converge("-e", "control_plane_rendezvous_address=" + OTHER_RDV)
+        assert rc == 0, output[-3000:]
+        assert_rendezvous_is(OTHER_RDV, RDV)
+    finally:
+        rc, output = converge()
+    assert rc == 0, output[-3000:]
+    assert_rendezvous_is(RDV, OTHER_RDV)
+
+
 @pytest.fixture(name="every_host_on_psk_a", scope="module")
 def fixture_every_host_on_psk_a():
     """Every host gets pre-shared key A, a change of every tunnel (sampled converge); afterwards the
