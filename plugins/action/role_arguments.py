@@ -10,6 +10,8 @@ check prints the whole spec. This action reads the spec of the role's entry poin
 each variable with ansible-core's own ``ArgumentSpecValidator`` (the same type conversions, choices
 and required checks as the role's implicit validation task), one variable at a time so that every
 error names the variable it belongs to; the result holds one line per error and not the spec.
+With ``prefix`` it also refuses the variables with the role's prefix that no spec knows: Ansible
+ignores a variable nobody reads, so a misspelt input would change nothing and say nothing.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,6 +36,7 @@ from ansible.module_utils.errors import (
     RequiredTogetherError,
 )
 from ansible.plugins.action import ActionBase
+from ansible_collections.longhaul.trainnet.plugins.filter.role_inputs import unknown_variables
 
 # Where a role keeps its argument specs, in ansible-core's order: a file of its own, else meta/main.
 SPEC_FILES = ('argument_specs.yml', 'argument_specs.yaml', 'argument_specs.json', 'argument_specs')
@@ -192,6 +195,19 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail('%s: argument_specs.%s.options is not a dict' % (path, entry_point))
         return options
 
+    def _unknown_lines(self, role, host, options, args, task_vars):
+        """One line naming the prefixed variables no spec knows (each with the closest known name), or none."""
+        prefixes = [args['prefix']] + list(args['also_prefixes'])
+        known = set(options) | set(args['also_known'])
+        for entry_point in args['known_entry_points']:
+            known.update(self._load_options(self._role_and_path(args['role_path'])[1], entry_point))
+        names = [to_text(n) for n in task_vars if any(to_text(n).startswith(p) for p in prefixes)]
+        unknown = unknown_variables(names, sorted(known), args['prefix'])
+        if not unknown:
+            return []
+        return ['Unknown variable(s) for %s on %s: %s. Known: %s' % (
+            role, host, '; '.join(unknown), ', '.join(sorted(known)))]
+
     def _check_variable(self, name, spec, task_vars):
         """Error lines for one of the role's variables, its value as the task sees it (defaults included)."""
         if name not in task_vars:
@@ -212,10 +228,16 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=dict(
             role_path=dict(type='path'),
             entry_point=dict(type='str', default='main'),
+            prefix=dict(type='str'),
+            also_prefixes=dict(type='list', elements='str', default=[]),
+            known_entry_points=dict(type='list', elements='str', default=[]),
+            also_known=dict(type='list', elements='str', default=[]),
         ))
         role, role_path = self._role_and_path(args['role_path'])
         options = self._load_options(role_path, args['entry_point'])
 
+        host = task_vars.get('inventory_hostname', 'localhost')
+        unknown = self._unknown_lines(role, host, options, args, task_vars) if args['prefix'] else []
         errors = []
         for name in sorted(options):
             errors.extend(self._check_variable(name, options[name] or {}, task_vars))
@@ -224,9 +246,12 @@ class ActionModule(ActionBase):
         if errors:
             # One line per error, each naming the role, the host and the variable: with several hosts
             # failing at once every line still says where it comes from.
-            where = '%s on %s: ' % (role, task_vars.get('inventory_hostname', 'localhost'))
+            where = '%s on %s: ' % (role, host)
             result['failed'] = True
-            result['msg'] = '\n'.join(where + line for line in errors)
+            result['msg'] = '\n'.join(unknown + [where + line for line in errors])
+        elif unknown:
+            result['failed'] = True
+            result['msg'] = unknown[0]
         else:
             result['msg'] = '%s: all %d variables of entry point %s are valid' % (role, len(options), args['entry_point'])
         return result

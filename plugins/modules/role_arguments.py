@@ -41,6 +41,32 @@ options:
       - Entry point of the role's argument spec whose options are checked.
     type: str
     default: main
+  prefix:
+    description:
+      - The role's variable prefix (C(data_plane_)). When set, every variable starting with it (or with
+        one of O(also_prefixes)) that no option of the checked entry point, of O(known_entry_points)
+        or O(also_known) names is refused, each with the closest known name
+        (C(data_plane_mtu_verfy_hosts (did you mean data_plane_mtu_verify_hosts?))).
+      - Ansible ignores a variable nobody reads, so a misspelt input would otherwise change nothing and say nothing.
+    type: str
+  also_prefixes:
+    description:
+      - More prefixes whose variables count as the role's (an older name, C(trainnet_measure_)).
+    type: list
+    elements: str
+    default: []
+  known_entry_points:
+    description:
+      - Other entry points whose options are known names too (not checked here).
+    type: list
+    elements: str
+    default: []
+  also_known:
+    description:
+      - Names with the prefix that the role sets itself and are not inputs (C(data_plane_drift)).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.conn
@@ -77,9 +103,10 @@ author:
 
 EXAMPLES = r'''
 # roles/egress_pool/tasks/preflight.yml, included by a play with tasks_from: preflight
-- name: Preflight | Check every variable's type and allowed values against the argument spec
+- name: Preflight | Check every variable against the argument spec and refuse unknown ones
   longhaul.trainnet.role_arguments:
     role_path: "{{ role_path }}"
+    prefix: egress_pool_
   any_errors_fatal: true
 
 - name: Check the variables of training_job's launch entry point
@@ -90,7 +117,8 @@ EXAMPLES = r'''
 RETURN = r'''
 msg:
   description:
-    - "On failure one line per error, each C(<role> on <host>: <message>); on success a summary."
+    - "On failure one line per error, each C(<role> on <host>: <message>), after a line naming the unknown
+      variables when there are any; on success a summary."
   returned: always
   type: str
   sample: "longhaul.trainnet.egress_pool on cn-loader: egress_pool_mode = 'multihome' is not one of: proxy, multihomed"

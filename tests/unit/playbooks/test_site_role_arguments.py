@@ -25,7 +25,7 @@ import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 PREFLIGHT_PLAY = "PLAY [Check every role's input on every host before any host is changed]"
-CHECK_TASK = "Preflight | Check every variable's type and allowed values against the argument spec"
+CHECK_TASK = "Preflight | Check every variable against the argument spec and refuse unknown ones"
 
 INVENTORY = """\
 all:

@@ -224,6 +224,37 @@ def test_another_entry_point(demo_role):
     assert result['msg'] == "longhaul.trainnet.demo on h1: demo_action = 'fly' is not one of: train, verify"
 
 
+def unknown_run(demo_role, args, **variables):
+    task_vars = dict(inventory_hostname='cn-loader', demo_name='loader', **variables)
+    return run(task_vars, args=dict(args, prefix='demo_'), role=role_stub(demo_role, 'longhaul.trainnet.demo'))
+
+
+def test_a_misspelt_variable_is_refused_with_the_closest_known_name(demo_role):
+    result = unknown_run(demo_role, {}, demo_prot=3128, other_var=1)
+    assert result['failed'] is True
+    assert result['msg'].startswith('Unknown variable(s) for longhaul.trainnet.demo on cn-loader: '
+                                    'demo_prot (did you mean demo_port?). Known: ')
+    assert 'other_var' not in result['msg']   # not the role's prefix
+
+
+def test_known_names_of_other_entry_points_also_prefixes_and_also_known(demo_role):
+    assert not unknown_run(demo_role, {}, demo_port=1).get('failed')
+    assert unknown_run(demo_role, {}, demo_action='train')['failed']
+    assert not unknown_run(demo_role, {'known_entry_points': ['launch']}, demo_action='train').get('failed')
+    assert not unknown_run(demo_role, {'also_known': ['demo_drift']}, demo_drift=[]).get('failed')
+    result = unknown_run(demo_role, {'also_prefixes': ['old_demo_']}, old_demo_port=1)
+    assert 'old_demo_port (did you mean demo_port?)' in result['msg']
+    # without prefix nothing is refused for its name
+    assert not demo(demo_role, demo_prot=3128).get('failed')
+
+
+def test_unknown_names_and_bad_values_are_reported_together(demo_role):
+    result = unknown_run(demo_role, {}, demo_prot=1, demo_mode='multihome')
+    lines = result['msg'].splitlines()
+    assert lines[0].startswith('Unknown variable(s) for longhaul.trainnet.demo on cn-loader: demo_prot')
+    assert lines[1] == "longhaul.trainnet.demo on cn-loader: demo_mode = 'multihome' is not one of: proxy, multihomed"
+
+
 def test_role_path_of_another_role_is_named_by_its_directory(demo_role, tmp_path):
     other = role_stub(str(tmp_path / 'elsewhere'), 'longhaul.trainnet.elsewhere')
     result = run({'inventory_hostname': 'h1'}, args={'role_path': demo_role}, role=other)
