@@ -21,6 +21,8 @@ import os
 from ansible.plugins.action import ActionBase
 from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capability import (
     REQUIREMENTS,
+    WIREGUARD_IMPLEMENTATIONS,
+    choose_wireguard,
     context_from_facts,
     evaluate_requirements,
     facts_serve,
@@ -55,6 +57,9 @@ class ActionModule(ActionBase):
             congestion_control=dict(type='str', default='bbr'),
             probe=dict(type='bool', default=True),
             refresh=dict(type='bool', default=False),
+            wireguard_implementation=dict(type='str', choices=list(WIREGUARD_IMPLEMENTATIONS)),
+            wireguard_go_installable=dict(type='bool', default=False),
+            wireguard_variable=dict(type='str', default='wireguard_implementation'),
         ))
         run_id = controller_run_id()
         facts = (task_vars.get('ansible_facts') or {}).get('trainnet_kernel')
@@ -72,8 +77,12 @@ class ActionModule(ActionBase):
         facts['missing'] = [name for name, _label, _detail in missing]
         facts['cached'] = True
         result.update(changed=False, kernel=facts)
-        if missing:
-            result.update(failed=True, msg=missing_message(missing))
+        problem = ''
+        if args['wireguard_implementation']:
+            result['wireguard_implementation'], problem = choose_wireguard(
+                facts, args['wireguard_implementation'], args['wireguard_go_installable'], args['wireguard_variable'])
+        if missing or problem:
+            result.update(failed=True, msg='; '.join(m for m in (missing_message(missing), problem) if m))
         elif args['require']:
             result['msg'] = 'all required capabilities present: %s (facts of this run)' % ', '.join(args['require'])
         else:

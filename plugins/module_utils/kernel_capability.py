@@ -457,6 +457,24 @@ def evaluate_requirements(facts, require, context=None):
     return missing
 
 
+WIREGUARD_IMPLEMENTATIONS = ('auto', 'kernel', 'go')
+
+
+def choose_wireguard(facts, wanted, go_installable, variable='wireguard_implementation'):
+    """(implementation, problem) for a role's WireGuard choice: V(auto) takes the kernel's WireGuard
+    when the probe found it, else wireguard-go. problem is '' when the choice can run here: kernel
+    WireGuard needs the kernel's; wireguard-go needs /dev/net/tun and the binary, or a role that
+    installs it (go_installable)."""
+    wg = facts['wireguard']
+    chosen = wanted if wanted != 'auto' else ('kernel' if wg['kernel'] else 'go')
+    ok = wg['kernel'] if chosen == 'kernel' else bool(facts.get('tun')) and (wg['go'] or go_installable)
+    if ok:
+        return chosen, ''
+    return chosen, ('%s=%s cannot run on this host: kernel WireGuard %s, /dev/net/tun %s, wireguard-go installed %s '
+                    '(the role installs it: %s)' % (variable, wanted, wg['kernel'], bool(facts.get('tun')),
+                                                    wg['go'], go_installable))
+
+
 def missing_message(missing):
     """One message naming each missing capability, its evidence and fix."""
     if not missing:

@@ -113,6 +113,26 @@ options:
         facts carry the run that probed them, RV(kernel.run)).
     type: bool
     default: false
+  wireguard_implementation:
+    description:
+      - A role's WireGuard choice to decide and check here. V(auto) takes WireGuard in the kernel when
+        the probe finds it (needs O(probe=true)), else C(wireguard-go); RV(wireguard_implementation) is
+        the result.
+      - The module fails when the choice cannot run - kernel WireGuard without the kernel's, or
+        C(wireguard-go) without a usable C(/dev/net/tun), or not installed and not O(wireguard_go_installable).
+      - Not set, nothing is chosen.
+    type: str
+    choices: [auto, kernel, go]
+  wireguard_go_installable:
+    description:
+      - The caller installs C(wireguard-go) when it is missing (its package management is on).
+    type: bool
+    default: false
+  wireguard_variable:
+    description:
+      - The name the failure message gives the choice (the role's variable, C(sync_tunnel_wireguard_implementation)).
+    type: str
+    default: wireguard_implementation
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -461,6 +481,11 @@ ansible_facts:
       type: dict
       returned: always
       sample: {}
+wireguard_implementation:
+  description: The WireGuard implementation chosen for O(wireguard_implementation) (V(auto) resolved).
+  returned: when O(wireguard_implementation) is set
+  type: str
+  sample: go
 msg:
   description: Summary, or on failure the message naming each missing capability, its evidence and fix.
   returned: always
@@ -495,7 +520,9 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.kernel_capabilit
     QDISC_PROBE_ARGS,
     REQUIREMENTS,
     TFO_PATH,
+    WIREGUARD_IMPLEMENTATIONS,
     bbr_facts,
+    choose_wireguard,
     classify_sysctl_writability,
     congestion_facts,
     detect_container,
@@ -783,6 +810,9 @@ def main():
             congestion_control=dict(type='str', default='bbr'),
             probe=dict(type='bool', default=True),
             refresh=dict(type='bool', default=False),   # read by the action plugin only
+            wireguard_implementation=dict(type='str', choices=list(WIREGUARD_IMPLEMENTATIONS)),
+            wireguard_go_installable=dict(type='bool', default=False),
+            wireguard_variable=dict(type='str', default='wireguard_implementation'),
         ),
         supports_check_mode=True,
     )
@@ -795,8 +825,13 @@ def main():
     missing = evaluate_requirements(facts, module.params['require'], context)
     facts['missing'] = [name for name, _label, _detail in missing]
     result = dict(changed=False, kernel=facts, ansible_facts={'trainnet_kernel': facts})
-    if missing:
-        module.fail_json(msg=missing_message(missing), **result)
+    problem = ''
+    if module.params['wireguard_implementation']:
+        result['wireguard_implementation'], problem = choose_wireguard(
+            facts, module.params['wireguard_implementation'], module.params['wireguard_go_installable'],
+            module.params['wireguard_variable'])
+    if missing or problem:
+        module.fail_json(msg='; '.join(m for m in (missing_message(missing), problem) if m), **result)
     required = module.params['require']
     result['msg'] = 'all required capabilities present: %s' % ', '.join(required) if required else \
         'kernel capabilities gathered'

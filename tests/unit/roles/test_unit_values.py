@@ -125,7 +125,7 @@ def key_check_play():
     """The role's own task, run alone with the peers' keys as keys.yml collected them."""
     with open(os.path.join(ROOT, "roles", "control_plane", "tasks", "keys.yml")) as handle:
         tasks = yaml.safe_load(handle)
-    task = [t for t in tasks if t["name"] == "Keys | Check every peer's public key is a WireGuard key"]
+    task = [t for t in tasks if t["name"] == "Keys | Check every peer has a public key and that each is a WireGuard key"]
     assert len(task) == 1
     return yaml.safe_dump([{"name": "Keys", "hosts": "all", "gather_facts": False, "tasks": task}])
 
@@ -135,8 +135,8 @@ def test_control_plane_refuses_a_peer_key_that_would_add_lines(tmp_path):
 all:
   vars: {ansible_connection: local, ansible_python_interpreter: /nonexistent/python3, control_plane_key_dir: /etc/trainnet/wireguard}
   hosts:
-    good: {__control_plane_peer_keys: {usw-anchor: %s, use-anchor: %s, new-anchor: ''}}
-    bad: {__control_plane_peer_keys: {usw-anchor: %s, use-anchor: %s}}
+    good: {__control_plane_peer_keys: {usw-anchor: %s, use-anchor: %s, new-anchor: ''}, __control_plane_tunnel_peers: [usw-anchor, use-anchor]}
+    bad: {__control_plane_peer_keys: {usw-anchor: %s, use-anchor: %s}, __control_plane_tunnel_peers: [usw-anchor, use-anchor]}
 """ % (REAL_KEYS[1], REAL_KEYS[2], REAL_KEYS[1], json.dumps(INJECTED_KEY))
     rc, out = playbook(tmp_path, key_check_play(), {}, inventory=inventory)
     assert rc != 0

@@ -546,3 +546,25 @@ def test_requirement_names_cover_every_choice():
     )
     missing = kp.evaluate_requirements(facts, list(kp.REQUIREMENTS), {})
     assert [m[0] for m in missing] == list(kp.REQUIREMENTS)
+
+
+def wg_facts(kernel, go, tun):
+    return {'wireguard': {'kernel': kernel, 'go': go, 'go_path': '/usr/bin/wireguard-go' if go else None}, 'tun': tun}
+
+
+@pytest.mark.parametrize('facts, wanted, installable, chosen, runs', [
+    (wg_facts(True, False, False), 'auto', False, 'kernel', True),
+    (wg_facts(False, True, True), 'auto', False, 'go', True),
+    (wg_facts(False, False, True), 'auto', True, 'go', True),        # the role installs wireguard-go
+    (wg_facts(False, False, True), 'auto', False, 'go', False),       # nobody installs it
+    (wg_facts(False, True, False), 'auto', False, 'go', False),       # no /dev/net/tun
+    (wg_facts(False, True, True), 'kernel', True, 'kernel', False),   # asked for the kernel's, absent
+    (wg_facts(True, True, True), 'go', False, 'go', True),            # go asked for although the kernel has it
+])
+def test_choose_wireguard(facts, wanted, installable, chosen, runs):
+    implementation, problem = kp.choose_wireguard(facts, wanted, installable, 'sync_tunnel_wireguard_implementation')
+    assert implementation == chosen
+    assert (problem == '') is runs
+    if not runs:
+        assert problem.startswith('sync_tunnel_wireguard_implementation=%s cannot run on this host: kernel WireGuard %s, '
+                                  '/dev/net/tun %s' % (wanted, facts['wireguard']['kernel'], facts['tun']))
