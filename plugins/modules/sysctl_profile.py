@@ -229,6 +229,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+check_mode:
+  description:
+    - Whether this run only predicted the change (check mode, also when set on the task alone,
+      which the C(ansible_check_mode) variable does not show).
+  returned: always
+  type: bool
+  sample: false
 path:
   description: The drop-in file.
   returned: always
@@ -553,6 +560,7 @@ def run(module, proc=None, config=None):
     p = module.params
     path = p["path"]
     result = empty_result(path)
+    result["check_mode"] = module.check_mode
 
     if os.path.isdir(path):
         module.fail_json(msg="path %s is a directory" % path, **result)

@@ -2,9 +2,9 @@
 # Copyright (c) longhaul.trainnet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""site.yml stops in its check-every-role play on a variable of the wrong type or value (issue 23).
+"""site.yml stops in the role's preflight play on a variable of the wrong type or value (issue 23).
 
-The play includes each role's preflight with tasks_from, where Ansible checks no argument spec:
+Each preflight play imports its role's preflight with tasks_from, where Ansible checks no argument spec:
 the first task of every preflight (longhaul.trainnet.role_arguments) does. One bad value per role,
 on an inventory of local-connection hosts, run with --check (nothing is written even if the
 promise breaks); each inventory has just the groups that bring the play to that role's preflight.
@@ -24,7 +24,14 @@ import sys
 import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
-PREFLIGHT_PLAY = "PLAY [Check every role's input on every host before any host is changed]"
+# site.yml's preflight plays, one per role, before any play that changes a host.
+PREFLIGHT_PLAYS = {
+    'control_plane': "PLAY [Check the control-plane topology and inputs]",
+    'sync_tunnel': "PLAY [Check the gradient-sync tunnel's topology and inputs]",
+    'data_plane': "PLAY [Check the data-plane inputs and kernel]",
+    'egress_pool': "PLAY [Check the egress pool's upstreams, thresholds and credentials]",
+    'training_job': "PLAY [Check the training job inputs]",
+}
 CHECK_TASK = "Preflight | Check every variable against the argument spec and refuse unknown ones"
 
 INVENTORY = """\
@@ -96,9 +103,9 @@ def test_a_bad_value_stops_site_in_the_preflight_play(tmp_path, role):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
 
-    # No play after the preflight play starts.
+    # No play after the role's preflight play starts.
     plays = re.findall(r'^PLAY \[.*\]', out, re.M)
-    assert plays[-1] == PREFLIGHT_PLAY, plays
+    assert plays[-1] == PREFLIGHT_PLAYS[role], plays
 
     # The first failure is the role's argument check, on the hosts with the bad value.
     start = out.rindex('TASK [', 0, out.index('fatal: ['))
