@@ -89,7 +89,9 @@ def cached_target(path):
         pid = int(entry['pid'])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if pid <= 0 or process_start_time(pid) != entry.get('start') or not isinstance(entry.get('env'), list):
+    # No start time means the process is gone (or never was): an entry must name a live process.
+    start = process_start_time(pid) if pid > 0 else None
+    if start is None or start != entry.get('start') or not isinstance(entry.get('env'), list):
         return None
     return entry
 
@@ -151,9 +153,13 @@ class Connection(PodmanExec):
             pid, env = int(pid_text), json.loads(env_text) or []
             if pid <= 0:
                 raise ValueError('not running')
+            start = process_start_time(pid)
+            if start is None:
+                # podman's state can outlive the process (a host that was suspended or rebooted).
+                raise ValueError('podman reports PID %d but no such process exists; restart the container' % pid)
         except ValueError as exc:
             raise AnsibleConnectionFailure('podman_nsenter: container %s: %s' % (container, exc)) from exc
-        entry = {'pid': pid, 'start': process_start_time(pid), 'env': [str(item) for item in env]}
+        entry = {'pid': pid, 'start': start, 'env': [str(item) for item in env]}
         handle, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.entry-')
         with os.fdopen(handle, 'w') as out:
             json.dump(entry, out)

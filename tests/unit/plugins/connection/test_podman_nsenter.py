@@ -68,6 +68,19 @@ def test_a_cache_entry_is_used_only_while_its_process_lives(tmp_path):
     path.write_text("{not json")
     assert cached_target(str(path)) is None
     assert cached_target(str(tmp_path / "missing.json")) is None
+    # An entry for a PID with no process (start unknown) is never valid, even with "start": null.
+    path.write_text(json.dumps({"pid": 2 ** 22 + 12345, "start": None, "env": ENV}))
+    assert cached_target(str(path)) is None
+
+
+def test_podman_state_naming_a_vanished_process_is_a_connection_failure(connection, monkeypatch):
+    make, calls, cache = connection
+    # podman's state outlived the container's process (the machine was suspended or rebooted).
+    monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: None)
+    with pytest.raises(AnsibleConnectionFailure, match="no such process exists"):
+        make().exec_command("true")
+    assert not (cache / "trainnet-lab-cn-gpu1.json").exists()   # nothing cached that would stick
+    assert [c[0] for c in calls()] == ["podman"]
 
 
 @pytest.fixture
