@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import nsenter_argv, process_start_time
+
 from . import STATE_ROOT, netns, object_store
 from .netns import CommandError, ip, ip_batch
 from .emulator import TUN_NAME
@@ -109,6 +111,8 @@ class Lab:
         self.emulator_config_file = self.state_dir / "emulator.json"
         self.emulator_log = self.state_dir / "emulator.log"
         self.state: dict = {}
+        # Per container: (PID, its start time, the container's environment), from one podman inspect.
+        self._nsenter_targets: dict[str, tuple[int, str, list[str]]] = {}
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -760,10 +764,34 @@ class Lab:
     # --- running commands on lab hosts -------------------------------------------------------------
 
     def exec_argv(self, host: str, argv: list[str]) -> list[str]:
-        """The command line that runs argv on a lab host (in its container or namespace)."""
+        """The command line that runs argv on a lab host (in its container or namespace), for a
+        process that is waited for: nsenter into the container's namespaces (as the collection's
+        podman_nsenter connection does), no container runtime started per command."""
         if self.spec.host_kind == "container":
+            target = self._nsenter_target(host)
+            if target is not None:
+                return nsenter_argv("nsenter", target[0], target[2], None, argv)
             return ["podman", "exec", self.spec.container(host), *argv]
         return ["ip", "netns", "exec", self.spec.host_netns(host), *argv]
+
+    def _nsenter_target(self, host: str) -> tuple[int, str, list[str]] | None:
+        """The container's first process and environment (inspected again once that process is
+        gone: a restarted container), or None when it does not run (podman exec then says why)."""
+        target = self._nsenter_targets.get(host)
+        if target is not None and process_start_time(target[0]) == target[1]:
+            return target
+        done = podman("inspect", "--type", "container", "--format", "{{json .State.Pid}} {{json .Config.Env}}",
+                      self.spec.container(host), check=False, timeout=30)
+        try:
+            pid_text, env_text = done.stdout.strip().split(" ", 1)
+            pid, env = int(pid_text), [str(item) for item in (json.loads(env_text) or [])]
+        except ValueError:
+            return None
+        start = process_start_time(pid) if pid > 0 else None
+        if start is None:
+            return None
+        self._nsenter_targets[host] = (pid, start, env)
+        return self._nsenter_targets[host]
 
     def run_on(self, host: str, argv: list[str], *, timeout: float = 60,
                check: bool = False) -> subprocess.CompletedProcess:
@@ -771,7 +799,13 @@ class Lab:
                          env=_podman_env(), what=f"{host}: {' '.join(argv)}")
 
     def popen_on(self, host: str, argv: list[str], **kwargs) -> subprocess.Popen:
-        return subprocess.Popen(self.exec_argv(host, argv), env=_podman_env(), **kwargs)
+        """A process that runs alongside: `podman exec`, whose client passes signals on to the
+        process in the container (nsenter does not), so terminating it ends the remote process."""
+        if self.spec.host_kind == "container":
+            command = ["podman", "exec", self.spec.container(host), *argv]
+        else:
+            command = self.exec_argv(host, argv)
+        return subprocess.Popen(command, env=_podman_env(), **kwargs)
 
     @contextlib.contextmanager
     def serving(self, host: str, argv: list[str], port: int, *, seconds: float):

@@ -64,21 +64,10 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.process import get_bin_path
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible_collections.longhaul.trainnet.plugins.connection.podman_exec import Connection as PodmanExec
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import nsenter_argv, process_start_time
 from ansible.utils.display import Display
 
 display = Display()
-
-
-def process_start_time(pid):
-    """Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat), None when gone."""
-    try:
-        with open('/proc/%d/stat' % int(pid), 'rb') as handle:
-            stat = handle.read().decode('ascii', 'replace')
-    except (OSError, ValueError):
-        return None
-    # The command name (field 2) may hold spaces and parentheses: count from its closing one.
-    fields = stat[stat.rfind(')') + 2:].split()
-    return fields[19] if len(fields) > 19 else None
 
 
 def cached_target(path):
@@ -94,17 +83,6 @@ def cached_target(path):
     if start is None or start != entry.get('start') or not isinstance(entry.get('env'), list):
         return None
     return entry
-
-
-def nsenter_argv(nsenter, pid, env, user, argv):
-    """nsenter into every namespace but the user and cgroup ones, then env -i with the container's
-    environment (the controller's must not leak in), then ARGV."""
-    command = [nsenter, '--target', str(pid), '--mount', '--uts', '--ipc', '--net', '--pid', '--root', '--wd']
-    if user not in (None, '', 'root', '0', 0):
-        if not str(user).isdigit():
-            raise AnsibleConnectionFailure('podman_nsenter: remote_user must be a numeric UID or root, not %r' % (user,))
-        command += ['--setuid', str(user), '--setgid', str(user)]
-    return command + ['--', '/usr/bin/env', '-i'] + list(env) + list(argv)
 
 
 class Connection(PodmanExec):
@@ -168,8 +146,11 @@ class Connection(PodmanExec):
 
     def _exec_argv(self, argv, interactive):
         self._connect()
-        command = nsenter_argv(self._nsenter, self._target['pid'], self._target['env'],
-                               self.get_option('remote_user'), argv)
+        try:
+            command = nsenter_argv(self._nsenter, self._target['pid'], self._target['env'],
+                                   self.get_option('remote_user'), argv)
+        except ValueError as exc:
+            raise AnsibleConnectionFailure('podman_nsenter: %s' % exc) from exc
         return [to_bytes(part, errors='surrogate_or_strict') for part in command]
 
     def close(self):

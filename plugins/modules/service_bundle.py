@@ -137,7 +137,9 @@ options:
         type: str
         required: true
       enabled:
-        description: Enabled at boot (V(true)), disabled (V(false)), or left as it is (null).
+        description:
+          - Enabled at boot (V(true)) or disabled (V(false)). A static unit (no C([Install]) section,
+            for example the service a timer starts) counts as enabled and is left as it is.
         type: bool
         default: true
       state:
@@ -195,7 +197,6 @@ EXAMPLES = r"""
         content: "{{ lookup('ansible.builtin.template', 'trainnet-watchdog.timer.j2') }}"
         mode: "0644"
     units:
-      - {name: trainnet-watchdog.service, state: present, enabled: null}
       - {name: trainnet-watchdog.timer, state: started}
 
 - name: A daemon restarted when its configuration changes, the configuration checked first

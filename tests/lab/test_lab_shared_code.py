@@ -52,22 +52,35 @@ def test_default_queue_is_one_exact_bdp_of_the_round_trip(rate_mbit, delay_ms):
 
 def test_podman_and_host_commands_go_through_the_one_runner(monkeypatch):
     calls = []
+    inspected = {"answer": "0 null"}      # podman's answer for a container that does not run
 
     def fake_run(argv, **kwargs):
         calls.append((argv, kwargs))
-        return subprocess.CompletedProcess(argv, 0, "out", "")
+        return subprocess.CompletedProcess(argv, 0, inspected["answer"] if argv[1] == "inspect" else "out", "")
     monkeypatch.setattr(netns, "run", fake_run)
     monkeypatch.delenv("CONTAINERS_CONF", raising=False)
     lab_module.podman("ps", "-a", check=False)
     spec = build_spec(two_site_raw(), name="trainnet-labtest", host_kind="container")
-    lab_module.Lab(spec, state_root="/nonexistent").run_on("near1", ["true"], timeout=5)
-    assert [argv for argv, _kw in calls] == [["podman", "ps", "-a"],
-                                             ["podman", "exec", "trainnet-labtest-near1", "true"]]
+    lab = lab_module.Lab(spec, state_root="/nonexistent")
+    lab.run_on("near1", ["true"], timeout=5)
+    # Not running: podman exec, which says so.
+    assert [argv[:2] for argv, _kw in calls] == [["podman", "ps"], ["podman", "inspect"], ["podman", "exec"]]
+    assert calls[2][0] == ["podman", "exec", "trainnet-labtest-near1", "true"]
     for _argv, kwargs in calls:
         env = kwargs["env"]
         assert (env["LANG"], env["LC_ALL"]) == ("C", "C")
         assert env["CONTAINERS_CONF"] == str(REPO_ROOT / "lab" / "containers.conf")
-    assert calls[1][1]["what"] == "near1: true" and calls[1][1]["timeout"] == 5
+    assert calls[2][1]["what"] == "near1: true" and calls[2][1]["timeout"] == 5
+    # Running (this test's own process stands in for the container's first process): nsenter into
+    # its namespaces with the container's environment, podman asked once for any number of commands.
+    del calls[:]
+    inspected["answer"] = '%d ["PATH=/usr/bin:/bin", "container=podman"]' % os.getpid()
+    lab.run_on("near1", ["true"], timeout=5)
+    lab.run_on("near1", ["hostname"], timeout=5)
+    assert [argv[:2] for argv, _kw in calls] == [["podman", "inspect"], ["nsenter", "--target"], ["nsenter", "--target"]]
+    assert calls[1][0][2] == str(os.getpid())
+    assert calls[2][0][-5:] == ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "container=podman", "hostname"]
+    assert calls[2][1]["what"] == "near1: hostname"
 
 
 def test_runner_failure_names_the_command():

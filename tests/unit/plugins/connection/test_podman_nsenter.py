@@ -48,8 +48,17 @@ def test_the_command_line_enters_every_namespace_with_the_containers_environment
 def test_a_numeric_user_is_set_and_a_user_name_is_refused():
     argv = nsenter_argv("nsenter", 7, [], "1000", ["id"])
     assert argv[argv.index("--setuid") + 1] == "1000" and argv[argv.index("--setgid") + 1] == "1000"
-    with pytest.raises(AnsibleConnectionFailure, match="numeric UID"):
+    with pytest.raises(ValueError, match="numeric UID"):
         nsenter_argv("nsenter", 7, [], "alice", ["id"])
+
+
+def test_a_user_name_fails_the_connection_naming_it(connection, monkeypatch):
+    make = connection[0]
+    monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: "42")
+    conn = make()
+    conn._options["remote_user"] = "alice"
+    with pytest.raises(AnsibleConnectionFailure, match="podman_nsenter: remote_user must be a numeric UID or root, not 'alice'"):
+        conn.exec_command("id")
 
 
 def test_start_time_is_read_past_a_command_name_with_spaces_and_parentheses():

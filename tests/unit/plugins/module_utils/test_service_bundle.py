@@ -73,7 +73,6 @@ def test_present_and_stopped_units_and_enablement():
     props = parse_show(SHOW, ['a.service', 'b.timer'])
     assert plan_unit(unit('a.service', state='present'), props['a.service'], ['/etc/systemd/system/a.service']) == []
     assert plan_unit(unit('a.service', state='stopped', enabled=False), props['a.service'], []) == ['disable', 'stop']
-    assert plan_unit(unit('b.timer', state='present', enabled=None), props['b.timer'], []) == []
     static = dict(props['a.service'], UnitFileState='static')
     assert plan_unit(unit('a.service'), static, []) == []
 
