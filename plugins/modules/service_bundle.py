@@ -390,8 +390,8 @@ class ServiceBundle(object):
             res = run_bounded(argv, LIMIT_VALIDATE)
             if res.rc != 0:
                 os.unlink(tmp)
-                self.fail('%s: the new content does not pass "%s" (exit %d): %s'
-                          % (entry['path'], entry['validate'], res.rc, (res.err or res.out).strip()[-2000:]))
+                raise BundleInputError('%s: the new content does not pass "%s" (exit %d): %s'
+                                       % (entry['path'], entry['validate'], res.rc, (res.err or res.out).strip()[-2000:]))
         return tmp
 
     def restore(self):
@@ -508,11 +508,12 @@ class ServiceBundle(object):
             for entry, current, status, attributes_only in plan['files']:
                 if status != 'unchanged':
                     staged.append((entry, current, self.stage_file(entry, attributes_only)))
-        except OSError as exc:
+        except (OSError, BundleInputError) as exc:
+            # Nothing is installed yet: the files staged before the one that failed go too.
             for _entry, _current, tmp in staged:
                 if tmp:
                     os.unlink(tmp)
-            self.fail('cannot stage the files: %s' % exc, **result)
+            self.fail(str(exc) if isinstance(exc, BundleInputError) else 'cannot stage the files: %s' % exc, **result)
         # Stopping and disabling come first: a unit whose file this run removes is still known.
         failure = self.run_actions(unit_plans, ('stop', 'disable'), [])
         if failure:

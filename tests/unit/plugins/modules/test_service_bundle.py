@@ -171,6 +171,14 @@ def test_content_that_fails_validation_is_never_installed_and_nothing_else_chang
     assert not ok and 'does not pass' in failed['msg'] and 'line 1: syntax error' in failed['msg']
     assert (host.root / 'etc' / 'app.conf').read_text() == 'a = 1\n'
     assert [name for name in os.listdir(str(host.root / 'etc')) if name.startswith('.')] == []   # no staged leftovers
+    # A later file failing its check takes the earlier staged ones with it.
+    args = host.args(conf='a = 4\n', unit_text='[Service]\nExecStart=/bin/false\n')
+    args['files'][1]['validate'] = '%s %%s' % (tmp_path / 'check')
+    ok, failed = run_with_args(service_bundle.main, args)
+    assert not ok and 'app.service: the new content does not pass' in failed['msg']
+    assert (host.root / 'etc' / 'app.conf').read_text() == 'a = 1\n'
+    assert [name for name in os.listdir(str(host.root / 'etc')) if name.startswith('.')] == []
+    assert [name for name in os.listdir(str(host.unit_dir)) if name.startswith('.')] == []
     args = host.args(conf='a = 5\n')
     args['files'][0]['validate'] = '%s %%s' % (tmp_path / 'check')
     ok, done = run_with_args(service_bundle.main, args)
