@@ -81,10 +81,12 @@ def tunnel_ping(lab, host: str, address: str, *, size: int = 56, count: int = 5)
     return parse_ping_summary(result.stdout) or {"loss_pct": 100.0}
 
 
-def wait_for_handshake(lab, host: str, interface: str, address: str, limit: float = 20.0) -> None:
+def wait_for_handshake(lab, host: str, interface: str, address: str, limit: float = 30.0) -> None:
     """Ping through the new tunnel until its first handshake completes. On a lossy path a lost
     handshake packet is retried only after WireGuard's REKEY_TIMEOUT (5 s): the pings measured
-    after this see the tunnel, not its setup. Bounded by `limit` (three handshake attempts)."""
+    after this see the tunnel, not its setup. Bounded by `limit`: five or six handshake attempts
+    (20 s, four, once ran out in CI right after the default lab's teardown; the failure now shows
+    both ends' WireGuard state and the emulator's counters)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         lab.run_on(host, ["ping", "-n", "-q", "-c", "1", "-W", "1", address], timeout=10)
@@ -94,13 +96,28 @@ def wait_for_handshake(lab, host: str, interface: str, address: str, limit: floa
     raise AssertionError(f"{host}: no WireGuard handshake on {interface} within {limit:g} s")
 
 
+def tunnel_state(lab, hosts, interface: str) -> str:
+    """What each end's WireGuard and the emulator saw: read when a tunnel does not come up."""
+    lines = []
+    for host in hosts:
+        shown = sh(lab, host, f"wg show {interface} dump; systemctl is-active trainnet-test-{interface};"
+                   f" journalctl -q -n 5 -u trainnet-test-{interface} --no-pager", timeout=30)
+        lines.append(f"{host}: {shown.stdout.strip()} {shown.stderr.strip()}")
+    for link in lab.status()["links"]:
+        lines.append(f"emulator {link['directions']}")
+    return "\n".join(lines)
+
+
 def build_tunnel(lab, a: str, b: str, interface: str, addresses: tuple[str, str], mtu: int):
     keys = {host: start_wireguard(lab, host, interface) for host in (a, b)}
     assert keys[a] != keys[b]
     for host, peer, address in ((a, b, addresses[0]), (b, a, addresses[1])):
         configure_peer(lab, host, interface, address, keys[peer],
                        lab.spec.hosts[peer].address, mtu)
-    wait_for_handshake(lab, a, interface, addresses[1])
+    try:
+        wait_for_handshake(lab, a, interface, addresses[1])
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{tunnel_state(lab, (a, b), interface)}") from None
     return keys
 
 
