@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from ansible_collections.longhaul.trainnet.plugins.module_utils.wan_model import LOSS_MODELS
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes
 
 # Results of DirectedLink.offer
@@ -33,8 +34,6 @@ DROPPED = 1
 TOO_BIG = 2
 
 MIN_AUTO_QUEUE_BYTES = 64 * 1024
-
-LOSS_MODELS = ("bernoulli", "gilbert_elliott")
 
 
 def gilbert_elliott_transitions(loss: float, burst_packets: float) -> tuple[float, float]:

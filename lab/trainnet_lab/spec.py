@@ -21,11 +21,11 @@ import re
 from dataclasses import asdict, dataclass
 
 import yaml
-from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
+from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
 
 from . import DEFAULT_LAB_NAME
 from .inventory import Inventory
-from .shaping import LOSS_MODELS, auto_queue_bytes
+from .shaping import auto_queue_bytes
 
 LAB_ADDRESS_SPACE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range
 DEFAULT_IMAGE = "localhost/trainnet-debian12:latest"
@@ -36,16 +36,9 @@ NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 LAB_NAME_PATTERN = re.compile(r"^trainnet-lab[a-z0-9-]*$")
 ROUTER_INFIX = "rt-"  # router namespaces are <lab>-rt-<site>; no host may be called rt-*
 
-LINK_REQUIRED = ("sites", "delay_ms", "rate_mbit")
-LINK_DEFAULTS = {"jitter_ms": 0, "loss": 0.0, "loss_model": "bernoulli", "loss_burst_packets": 1,
-                 "queue_bytes": 0, "mtu": 1500, "icmp_blackhole": False}
 # Left out of the emulator's config while at their defaults, so that the config of a link that
 # does not use them is what it was before they existed (`lab up` does not restart the emulator).
 LOSS_MODEL_DEFAULTS = {"loss_model": "bernoulli", "loss_burst_packets": 1}
-MAX_BURST_PACKETS = 1_000_000
-LINK_FIELDS = set(LINK_REQUIRED) | set(LINK_DEFAULTS) | {"name"}
-MAX_RATE_MBIT = 10000
-MAX_DELAY_MS = 10000
 
 
 class SpecError(ValueError):
@@ -246,84 +239,18 @@ def _validate_sites(raw_sites, problems: list[str]) -> dict[str, Site]:
 
 def _validate_link(index: int, raw, sites: dict[str, Site], problems: list[str],
                    given: set | None = None) -> Link | None:
-    """`given`: the fields the user wrote (default: all of raw's), for the checks that depend on
-    intent rather than on the resulting values."""
-    if not isinstance(raw, dict):
-        problems.append(f"trainnet_wan_links[{index}]: expected a mapping")
+    """One link of the matrix, checked by the collection's WAN model (the roles' filters read it
+    through the same rules). `given`: the fields the user wrote (default: all of raw's)."""
+    values, found = wan_model.link_problems(index, raw, set(sites), given)
+    problems += found
+    if values is None:
         return None
-    pair = raw.get("sites")
-    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(s, str) for s in pair):
-        where = f"link {pair[0]}<->{pair[1]}"
-    else:
-        where = f"trainnet_wan_links[{index}]"
-    before = len(problems)
-    for unknown in sorted(set(raw) - LINK_FIELDS):
-        problems.append(f"{where}: unknown field {unknown!r} (fields: {', '.join(sorted(LINK_FIELDS))})")
-    for required in LINK_REQUIRED:
-        if required not in raw:
-            problems.append(f"{where}: {required} is missing")
-    if "sites" in raw:
-        if where.startswith("trainnet_wan_links"):
-            problems.append(f"{where}: sites = {pair!r} must be a list of two site names")
-        else:
-            for site in pair:
-                if site not in sites:
-                    problems.append(f"{where}: sites: unknown site {site!r}")
-            if pair[0] == pair[1]:
-                problems.append(f"{where}: sites: a link joins two different sites")
-    values = {**LINK_DEFAULTS, **raw}
-
-    def check(field_name, ok, requirement):
-        if field_name in values and not ok(values[field_name]):
-            problems.append(f"{where}: {field_name} = {values[field_name]!r} {requirement}")
-
-    check("delay_ms", lambda v: _is_number(v) and 0 <= v <= MAX_DELAY_MS,
-          f"must be a number of milliseconds, 0 to {MAX_DELAY_MS} (one way; not negative)")
-    check("jitter_ms", lambda v: _is_number(v) and 0 <= v <= MAX_DELAY_MS,
-          "must be a number of milliseconds, not negative")
-    check("rate_mbit", lambda v: _is_number(v) and 0 < v <= MAX_RATE_MBIT,
-          f"must be a rate in Mbit/s above 0 (at most {MAX_RATE_MBIT})")
-    check("loss", lambda v: _is_number(v) and 0 <= v < 1,
-          "must be a probability in [0, 1) (0.01 is 1%)")
-    check("mtu", lambda v: isinstance(v, int) and not isinstance(v, bool) and MTU_MIN <= v <= MTU_MAX,
-          f"must be an integer from {MTU_MIN} to {MTU_MAX}")
-    check("queue_bytes", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-          "must be an integer number of bytes (0 = about one BDP)")
-    if (isinstance(values.get("queue_bytes"), int) and isinstance(values.get("mtu"), int)
-            and 0 < values["queue_bytes"] < values["mtu"]):
-        problems.append(f"{where}: queue_bytes = {values['queue_bytes']} cannot hold one packet "
-                        f"of the path MTU ({values['mtu']}); use 0 for about one BDP")
-    check("icmp_blackhole", lambda v: isinstance(v, bool), "must be true or false")
-    _check_loss_model(where, values, set(raw) if given is None else given, problems)
-    if len(problems) > before:
-        return None
+    pair = values["sites"]
     return Link(sites=(pair[0], pair[1]), delay_ms=values["delay_ms"],
                 rate_mbit=values["rate_mbit"], jitter_ms=values["jitter_ms"], loss=values["loss"],
                 queue_bytes=values["queue_bytes"], mtu=values["mtu"],
                 icmp_blackhole=values["icmp_blackhole"], loss_model=values["loss_model"],
                 loss_burst_packets=values["loss_burst_packets"])
-
-
-def _check_loss_model(where: str, values: dict, given: set, problems: list[str]) -> None:
-    model, burst, loss = values["loss_model"], values["loss_burst_packets"], values["loss"]
-    if model not in LOSS_MODELS:
-        problems.append(f"{where}: loss_model = {model!r} must be one of {', '.join(LOSS_MODELS)}")
-        return
-    if not _is_number(burst) or not 1 <= burst <= MAX_BURST_PACKETS:
-        problems.append(f"{where}: loss_burst_packets = {burst!r} must be the mean length of a "
-                        f"loss burst in packets, a number from 1 to {MAX_BURST_PACKETS}")
-        return
-    if model == "bernoulli":
-        # Written but unused would be a silent surprise: bursts need the bursty model.
-        if "loss_burst_packets" in given and burst != 1:
-            problems.append(f"{where}: loss_burst_packets = {burst!r} needs loss_model: "
-                            "gilbert_elliott (bernoulli losses are independent, no bursts)")
-        return
-    # P(Good->Bad) = p / (b (1 - p)) must be a probability: only reachable for loss >= 0.5.
-    if _is_number(loss) and 0 <= loss < 1 and burst < loss / (1 - loss):
-        problems.append(f"{where}: loss = {loss!r} with loss_model: gilbert_elliott needs "
-                        f"loss_burst_packets >= loss/(1-loss) = {loss / (1 - loss):.3g} "
-                        f"(is {burst!r})")
 
 
 RUNTIME_FIELDS = ("delay_ms", "jitter_ms", "rate_mbit", "loss", "loss_model", "loss_burst_packets",

@@ -18,6 +18,7 @@ import math
 from fractions import Fraction
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp, exact
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes as shared_bdp_bytes
 
@@ -41,25 +42,11 @@ def _positive(value, what):
     return number
 
 
-def _non_negative(value, what):
-    number = _number(value, what)
-    if number < 0:
-        raise AnsibleFilterError("%s must not be negative, got %r" % (what, value))
-    return number
-
-
 def _byte_count(value, what):
     number = _positive(value, what)
     if number.denominator != 1:
         raise AnsibleFilterError("%s must be a whole number of bytes, got %r" % (what, value))
     return int(number)
-
-
-def _plain(number):
-    """A Fraction as int when whole, else float."""
-    if number.denominator == 1:
-        return int(number)
-    return float(number)
 
 
 def bdp_bytes(bandwidth_mbps, rtt_ms):
@@ -132,41 +119,12 @@ def tcp_buffer_triplet(max_bytes, min_bytes=4096, default_bytes=131072):
 
 
 def wan_link_paths(wan_links):
-    """Lab WAN link entries -> data-plane link dicts {name, bandwidth_mbps, rtt_ms, loss_pct}."""
-    if wan_links is None:
-        return []
-    if isinstance(wan_links, (str, bytes, dict)) or not hasattr(wan_links, "__iter__"):
-        raise AnsibleFilterError("wan_link_paths: expects a list of WAN link dicts, got %s"
-                                 % type(wan_links).__name__)
-    paths = []
-    for index, link in enumerate(wan_links):
-        if not isinstance(link, dict):
-            raise AnsibleFilterError("wan_link_paths: WAN link at index %d must be a dict, got %r"
-                                     % (index, link))
-        sites = link.get("sites")
-        if (not isinstance(sites, (list, tuple)) or len(sites) != 2
-                or not all(isinstance(s, str) and s for s in sites)):
-            raise AnsibleFilterError("wan_link_paths: WAN link at index %d: sites must be a list of "
-                                     "two site names, got %r" % (index, sites))
-        name = "%s<->%s" % (sites[0], sites[1])
-        label = "wan_link_paths: WAN link %r (index %d)" % (name, index)
-        for field in ("delay_ms", "rate_mbit"):
-            if link.get(field) is None:
-                raise AnsibleFilterError("%s has no %s" % (label, field))
-        delay = _non_negative(link["delay_ms"], "%s: delay_ms" % label)
-        jitter = _non_negative(link.get("jitter_ms") or 0, "%s: jitter_ms" % label)
-        rate = _positive(link["rate_mbit"], "%s: rate_mbit" % label)
-        loss = _non_negative(link.get("loss") or 0, "%s: loss" % label)
-        if loss >= 1:
-            raise AnsibleFilterError("%s: loss is a probability in [0, 1), got %r"
-                                     % (label, link.get("loss")))
-        paths.append({
-            "name": name,
-            "bandwidth_mbps": _plain(rate),
-            "rtt_ms": _plain(2 * (delay + jitter)),
-            "loss_pct": _plain(loss * 100),
-        })
-    return paths
+    """WAN link matrix entries -> data-plane link dicts {name, bandwidth_mbps, rtt_ms, loss_pct},
+    every link checked by the collection's WAN model (module_utils/wan_model.py)."""
+    links, problems = wan_model.normalise(wan_links)
+    if problems:
+        raise AnsibleFilterError("wan_link_paths: " + "; ".join(problems))
+    return [{key: link[key] for key in ("name", "bandwidth_mbps", "rtt_ms", "loss_pct")} for link in links]
 
 
 class FilterModule(object):

@@ -15,6 +15,7 @@ import ipaddress
 import math
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
 
 # TCP/IP headers between an MTU and its MSS (IPv4; the module adds 20 more for IPv6).
 TCP_IP_HEADERS = 40
@@ -59,34 +60,20 @@ def site_path_routes(wan_links, sites, site):
     if site not in sites:
         raise AnsibleFilterError("site_path_routes: site %r is not in sites (%s)"
                                  % (site, ", ".join(sorted(sites))))
+    # The WAN model checks every link; a route needs only the link's sites (its MTU, rate and
+    # delay where the link records them).
+    links, problems = wan_model.normalise(wan_links, site_names=list(sites), required=("sites",), defaults=False)
+    if problems:
+        raise AnsibleFilterError("site_path_routes: " + "; ".join(problems))
     routes = []
-    for index, link in enumerate(wan_links or []):
-        ends = link.get("sites") if isinstance(link, dict) else None
-        if not isinstance(ends, (list, tuple)) or len(ends) != 2:
-            raise AnsibleFilterError("site_path_routes: WAN link at index %d: sites must be a list of "
-                                     "two site names, got %r" % (index, ends))
+    for link in links:
+        ends = link["sites"]
         if site not in ends:
             continue
         other = ends[1] if ends[0] == site else ends[0]
-        if other not in sites:
-            raise AnsibleFilterError("site_path_routes: WAN link %s<->%s names site %r, which sites "
-                                     "does not have" % (ends[0], ends[1], other))
-        name = "%s<->%s" % (ends[0], ends[1])
-        mtu = link.get("mtu")
-        if mtu is not None and (isinstance(mtu, bool) or not isinstance(mtu, int)):
-            raise AnsibleFilterError("site_path_routes: WAN link %s: mtu must be an integer, got %r" % (name, mtu))
-        path = {}
-        if link.get("rate_mbit") is not None and link.get("delay_ms") is not None:
-            try:
-                path = {"bandwidth_mbps": float(link["rate_mbit"]),
-                        "rtt_ms": 2 * (float(link["delay_ms"]) + float(link.get("jitter_ms") or 0))}
-            except (TypeError, ValueError) as exc:
-                raise AnsibleFilterError("site_path_routes: WAN link %s: rate_mbit, delay_ms and jitter_ms "
-                                         "must be numbers (%s)" % (name, exc)) from exc
+        path = {key: link[key] for key in ("mtu", "bandwidth_mbps", "rtt_ms") if key in link}
         for prefix in _prefixes(other, sites[other]):
-            route = {"name": name, "prefix": prefix}
-            if mtu is not None:
-                route["mtu"] = mtu
+            route = {"name": link["name"], "prefix": prefix}
             route.update(path)
             routes.append(route)
     return routes

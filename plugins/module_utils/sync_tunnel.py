@@ -27,6 +27,7 @@ import ipaddress
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_unit_text, problem as value_problem
 from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import WIREGUARD_OVERHEAD
+from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, mtu_floor
 
 DEFAULT_MESH_PEER_LIMIT = 64
 DEFAULT_LISTEN_PORT = 52200
@@ -43,6 +44,11 @@ def _address(text):
         return ipaddress.ip_address(u'%s' % text)
     except ValueError:
         return None
+
+
+def _entry(link):
+    """A path MTU entry as a problem shows it: its sites and mtu (a WAN model link has more)."""
+    return dict((k, link[k]) for k in ('sites', 'mtu') if k in link) if isinstance(link, dict) else link
 
 
 def path_mtu(links, default_mtu, site_a, site_b):
@@ -101,15 +107,20 @@ def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMI
         problems.append('mesh_peer_limit=%s is outside 1-4096' % mesh_peer_limit)
     if not 1 <= int(listen_port) <= 65535:
         problems.append('listen_port=%s is outside 1-65535' % listen_port)
-    if not 1280 <= int(default_mtu) <= 9000:
-        problems.append('default path MTU %s is outside 1280-9000' % default_mtu)
+    # The collection's path MTU rule (module_utils/mtu.py): 576 for IPv4, 1280 where a node's
+    # endpoint is IPv6 (an IPv6 path carries at least 1280); the same floor as the WAN model's.
+    ipv6 = [n.get('name') for n in nodes if getattr(_address(n.get('endpoint', '')), 'version', 4) == 6]
+    floor = mtu_floor(ipv6=bool(ipv6))
+    allowed = '%d-%d%s' % (floor, MTU_MAX, (' (IPv6 endpoints: %s)' % ', '.join(map(str, ipv6))) if ipv6 else '')
+    if not floor <= int(default_mtu) <= MTU_MAX:
+        problems.append('default path MTU %s is outside %s' % (default_mtu, allowed))
     for link in links:
         try:
-            mtu_ok = 1280 <= int(link.get('mtu', 0)) <= 9000
+            mtu_ok = floor <= int(link.get('mtu', 0)) <= MTU_MAX
         except (TypeError, ValueError):
             mtu_ok = False
         if len(link.get('sites', [])) != 2 or not mtu_ok:
-            problems.append('path MTU entry %r needs two sites and an mtu of 1280-9000' % (link,))
+            problems.append('path MTU entry %r needs two sites and an mtu of %s' % (_entry(link), allowed))
     sites = {}
     for node in nodes:
         sites.setdefault(node.get('site'), []).append(node)
@@ -176,7 +187,7 @@ def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEE
         sites = sorted(set(n['site'] for n in nodes))
         hops = [(a, b) for a in sites for b in sites]
     mtus = [path_mtu(links, default_mtu, a, b) for a, b in hops] or [int(default_mtu)]
-    mtu = min(mtus) - WIREGUARD_OVERHEAD   # path MTUs are at least 1280: at least 1200 inside
+    mtu = min(mtus) - WIREGUARD_OVERHEAD   # at least 496 inside (IPv6 endpoints: 1200)
     out_peers = []
     for node, allowed in peers:
         endpoint = _address(node['endpoint'])

@@ -62,13 +62,14 @@ options:
       address in it, and the interface gets its prefix. Not checked when omitted (the interface then gets a /32).
     type: str
   path_mtus:
-    description: Path MTU between two sites, C(sites) (two names) and C(mtu) (1280-9000); a pair not listed,
-      and a node's own site, use O(default_path_mtu).
+    description: Path MTU between two sites, C(sites) (two names) and C(mtu) (576-9000, 1280-9000 when a node's
+      endpoint is IPv6; other keys of a WAN model link are ignored); a pair not listed, and a node's own site, use
+      O(default_path_mtu).
     type: list
     elements: dict
     default: []
   default_path_mtu:
-    description: Path MTU of pairs not in O(path_mtus), 1280-9000.
+    description: Path MTU of pairs not in O(path_mtus), 576-9000 (1280-9000 when a node's endpoint is IPv6).
     type: int
     default: 1500
   mesh_peer_limit:

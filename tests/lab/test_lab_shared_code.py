@@ -1,6 +1,6 @@
 """The lab as an installed package on the collection's shared code (no root needed).
 
-One copy of each piece: the MTU limits come from plugins/module_utils/mtu.py, the emulator's
+One copy of each piece: the link rules come from plugins/module_utils/wan_model.py, the emulator's
 default queue from plugins/plugin_utils/bdp.py, every command the lab runs from one runner
 (trainnet_lab.netns.run); and nothing reaches the lab or the benchmarks by editing sys.path.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.longhaul.trainnet.plugins.module_utils import mtu
+from ansible_collections.longhaul.trainnet.plugins.module_utils import mtu, wan_model
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes
 from conftest import REPO_ROOT, two_site_raw
 from trainnet_lab import lab as lab_module
@@ -34,12 +34,17 @@ def spec_problems(**link):
     return []
 
 
-def test_link_mtu_limits_are_the_collections():
-    assert (spec_module.MTU_MIN, spec_module.MTU_MAX) == (mtu.MTU_MIN, mtu.MTU_MAX)
+def test_link_rules_are_the_collections_wan_model():
+    """The lab checks each link with the WAN model the roles' filters use: the same problems."""
+    assert spec_module.wan_model is wan_model
     assert spec_problems(mtu=mtu.MTU_MIN) == [] and spec_problems(mtu=mtu.MTU_MAX) == []
-    for bad in (mtu.MTU_MIN - 1, mtu.MTU_MAX + 1):
-        assert spec_problems(mtu=bad) == [
-            f"link near<->far: mtu = {bad} must be an integer from {mtu.MTU_MIN} to {mtu.MTU_MAX}"]
+    for bad in ({"mtu": mtu.MTU_MIN - 1}, {"mtu": mtu.MTU_MAX + 1}, {"loss": 1.0}, {"rate_mbit": 0},
+                {"queue_bytes": 100}, {"mtu": 1400, "colour": "blue"}):
+        link = two_site_raw(**bad)["links"][0]
+        _links, model_problems = wan_model.normalise([link], ["near", "far"])
+        assert model_problems and spec_problems(**bad) == model_problems, bad
+    assert spec_problems(mtu=mtu.MTU_MIN - 1) == [
+        f"link near<->far: mtu = {mtu.MTU_MIN - 1} must be an integer from {mtu.MTU_MIN} to {mtu.MTU_MAX}"]
 
 
 @pytest.mark.parametrize("rate_mbit, delay_ms", [(50, 75), (200, 150), (1, 262.4), (10000, 0.35)])

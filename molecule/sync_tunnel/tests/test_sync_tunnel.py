@@ -210,8 +210,8 @@ ROUTE_INSIDE = "198.19.253.128/25"
      ["sync_tunnel_network=198.19.253.0/24 overlaps routes trainnet-molecule-st-node1 already has: %s dev eth0" % ROUTE_INSIDE]),
     ("one-address-twice", {"sync_tunnel_address": "198.19.253.9"},
      ["sync tunnel address 198.19.253.9 is set on two training nodes"]),
-    ("path-mtu-below-ipv6-minimum", {"sync_tunnel_path_mtus": [{"sites": ["site-a", "site-b"], "mtu": 1000}]},
-     ["needs two sites and an mtu of 1280-9000"]),
+    ("path-mtu-below-the-ipv4-minimum", {"sync_tunnel_path_mtus": [{"sites": ["site-a", "site-b"], "mtu": 500}]},
+     ["needs two sites and an mtu of 576-9000"]),
     ("misspelt-variable", {"sync_tunnel_mesh_peer_limt": 4},
      ["sync_tunnel_mesh_peer_limt (did you mean sync_tunnel_mesh_peer_limit?)"]),
 ])

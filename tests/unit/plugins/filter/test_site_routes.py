@@ -38,8 +38,11 @@ def test_site_routes_follow_the_link_matrix():
 @pytest.mark.parametrize("links, sites, site, text", [
     (LINKS, SITES, "eu-north", "site 'eu-north' is not in sites"),
     ([{"sites": ["cn-home"], "mtu": 1400}], SITES, "cn-home", "two site names"),
-    ([{"sites": ["cn-home", "mars"], "mtu": 1400}], SITES, "cn-home", "names site 'mars'"),
-    ([{"sites": ["cn-home", "us-west"], "mtu": "1400"}], SITES, "cn-home", "mtu must be an integer"),
+    ([{"sites": ["cn-home", "mars"], "mtu": 1400}], SITES, "cn-home", "unknown site 'mars'"),
+    ([{"sites": ["cn-home", "us-west"], "mtu": "1400"}], SITES, "cn-home", "mtu = '1400' must be an integer from 576 to 9000"),
+    ([{"sites": ["cn-home", "us-west"], "mtu": 20000}], SITES, "cn-home", "mtu = 20000 must be an integer from 576 to 9000"),
+    ([{"sites": ["cn-home", "us-west"], "mtu": 1400}, {"sites": ["us-west", "cn-home"]}], SITES, "cn-home",
+     "already joined by link cn-home<->us-west"),
     (LINKS, dict(SITES, **{"us-west": {"lan": "198.18.2.1/24"}}), "cn-home", "not a network prefix"),
     (LINKS, dict(SITES, **{"us-west": {}}), "cn-home", "has no lan prefix"),
 ])

@@ -156,7 +156,22 @@ def test_bad_settings_are_named():
         st.plan(NODES, 'cn-gpu1', links=[{'sites': ['cn-home'], 'mtu': 'x'}], mesh_peer_limit=0, listen_port=70000)
     text = '; '.join(caught.value.args[0])
     assert 'mesh_peer_limit=0 is outside 1-4096' in text and 'listen_port=70000 is outside 1-65535' in text
-    assert 'needs two sites and an mtu of 1280-9000' in text
+    assert "path MTU entry {'sites': ['cn-home'], 'mtu': 'x'} needs two sites and an mtu of 576-9000" in text
+
+
+def test_path_mtus_follow_the_collections_rule_by_endpoint_family():
+    """576 is the floor on IPv4 endpoints, as for every other path MTU of the collection; an IPv6
+    endpoint anywhere needs 1280."""
+    narrow = [{'sites': ['cn-home', 'us-west'], 'mtu': 576, 'delay_ms': 75, 'rate_mbit': 50}]
+    assert st.plan(NODES, 'cn-gpu1', links=narrow)['mtu'] == 576 - 80
+    with pytest.raises(st.SyncPlanError) as caught:
+        st.plan(NODES, 'cn-gpu1', links=[{'sites': ['cn-home', 'us-west'], 'mtu': 575}])
+    assert "needs two sites and an mtu of 576-9000" in '; '.join(caught.value.args[0])
+    nodes = copy.deepcopy(NODES)
+    nodes[0]['endpoint'] = '2001:db8::1'
+    with pytest.raises(st.SyncPlanError) as caught:
+        st.plan(nodes, 'cn-gpu1', links=[{'sites': ['cn-home', 'us-west'], 'mtu': 1000}])
+    assert ("needs two sites and an mtu of 1280-9000 (IPv6 endpoints: %s)" % nodes[0]['name']) in '; '.join(caught.value.args[0])
 
 
 def test_scaling_three_sites_of_64():
