@@ -808,11 +808,13 @@ class Lab:
         return subprocess.Popen(command, env=_podman_env(), **kwargs)
 
     @contextlib.contextmanager
-    def serving(self, host: str, argv: list[str], port: int, *, seconds: float):
+    def serving(self, host: str, argv: list[str], port: int, *, seconds: float, grace: float = 5.0):
         """Run a server on `host` for at most `seconds` (under timeout(1)), yield it once it
-        listens on TCP `port`, and afterwards let it end on its own (timeout(1) bounds it) or kill
-        it: tests and benchmarks never leave a server behind, whatever happens in between."""
-        ends_by = time.monotonic() + seconds + 5
+        listens on TCP `port`, and afterwards give it `grace` seconds to end on its own (a one-off
+        server such as `iperf3 -s -1` ends after its client), then end it: SIGTERM (podman exec
+        passes it on to timeout(1), which passes it to the server), then SIGKILL. Tests and
+        benchmarks never leave a server behind, and never wait out the time limit of a server
+        that does not end by itself (an http.server for a few requests)."""
         process = self.popen_on(host, ["timeout", str(int(seconds))] + argv,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
@@ -823,8 +825,16 @@ class Lab:
                 time.sleep(0.1)
             yield process
         finally:
-            try:
-                process.communicate(timeout=max(5.0, ends_by - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate(timeout=5)
+            for stop in (None, process.terminate, process.kill):
+                if stop is not None:
+                    stop()
+                try:
+                    process.communicate(timeout=grace if stop is None else 5)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            # The remote server is gone with its podman exec: nothing listens on the port any more.
+            gone_by = time.monotonic() + 5
+            while time.monotonic() < gone_by and self.run_on(host, ["ss", "-Hltn", f"sport = :{port}"],
+                                                             timeout=10).stdout.strip():
+                time.sleep(0.1)

@@ -136,8 +136,7 @@ def test_control_and_data_planes_stay_off_the_proxy(lab):
     env = "set -a; . /etc/trainnet/egress_pool.env; set +a; "
     assert RENDEZVOUS in on(lab, "cn-loader", env + "echo $NO_PROXY").stdout
     # A gradient-sync peer on a training node, and the rendezvous address: both reached directly.
-    # The server never exits by itself: serving() waits out its time limit, which only needs to
-    # cover the few seconds of requests below.
+    # The server never exits by itself: serving() ends it after the requests below (20 s bound them).
     with lab.serving("usw-gpu1", ["python3", "-m", "http.server", "--bind", address["usw-gpu1"], "29501"],
                      29501, seconds=20):
         lines_before = int(on(lab, "cn-loader", "wc -l < /var/log/squid/access.log").stdout.strip() or 0)
