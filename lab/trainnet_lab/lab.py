@@ -799,8 +799,9 @@ class Lab:
                          env=_podman_env(), what=f"{host}: {' '.join(argv)}")
 
     def popen_on(self, host: str, argv: list[str], **kwargs) -> subprocess.Popen:
-        """A process that runs alongside: `podman exec`, whose client passes signals on to the
-        process in the container (nsenter does not), so terminating it ends the remote process."""
+        """A process that runs alongside (`podman exec` in a container: it lives as long as the
+        remote process). Signals to it do not reach the remote process (podman 4 does not pass them
+        on): serving() ends its servers on the host itself."""
         if self.spec.host_kind == "container":
             command = ["podman", "exec", self.spec.container(host), *argv]
         else:
@@ -811,12 +812,14 @@ class Lab:
     def serving(self, host: str, argv: list[str], port: int, *, seconds: float, grace: float = 5.0):
         """Run a server on `host` for at most `seconds` (under timeout(1)), yield it once it
         listens on TCP `port`, and afterwards give it `grace` seconds to end on its own (a one-off
-        server such as `iperf3 -s -1` ends after its client), then end it: SIGTERM (podman exec
-        passes it on to timeout(1), which passes it to the server), then SIGKILL. Tests and
-        benchmarks never leave a server behind, and never wait out the time limit of a server
-        that does not end by itself (an http.server for a few requests)."""
-        process = self.popen_on(host, ["timeout", str(int(seconds))] + argv,
+        server such as `iperf3 -s -1` ends after its client), then end it on the host: SIGTERM to
+        its timeout(1) (which passes it on), then SIGKILL to both (`podman exec` does not pass
+        signals on, so the local client cannot). Tests and benchmarks never leave a server behind,
+        and never wait out the time limit of one that does not end by itself (an http.server)."""
+        # The remote shell prints its PID and becomes timeout(1): the process to signal on the host.
+        process = self.popen_on(host, ["sh", "-c", 'echo "$$"; exec timeout "$0" "$@"', str(int(seconds))] + argv,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        remote_pid = (process.stdout.readline() or "").strip()
         try:
             listening_by = time.monotonic() + 10
             while time.monotonic() < listening_by and process.poll() is None:
@@ -825,16 +828,29 @@ class Lab:
                 time.sleep(0.1)
             yield process
         finally:
-            for stop in (None, process.terminate, process.kill):
-                if stop is not None:
-                    stop()
-                try:
-                    process.communicate(timeout=grace if stop is None else 5)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            # The remote server is gone with its podman exec: nothing listens on the port any more.
-            gone_by = time.monotonic() + 5
-            while time.monotonic() < gone_by and self.run_on(host, ["ss", "-Hltn", f"sport = :{port}"],
-                                                             timeout=10).stdout.strip():
-                time.sleep(0.1)
+            self._end_server(host, process, remote_pid, port, grace)
+
+    def _end_server(self, host: str, process: subprocess.Popen, remote_pid: str, port: int,
+                    grace: float) -> None:
+        stops = [None]
+        if remote_pid.isdigit():
+            stops += [["kill", "-TERM", remote_pid],
+                      ["sh", "-c", f"pkill -KILL -P {remote_pid}; kill -KILL {remote_pid}"]]
+        for stop in stops:
+            if stop is not None:
+                self.run_on(host, stop, timeout=10)
+            try:
+                process.communicate(timeout=grace if stop is None else 5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            process.kill()
+            process.communicate(timeout=5)
+        gone_by = time.monotonic() + 5
+        while self.run_on(host, ["ss", "-Hltn", f"sport = :{port}"], timeout=10).stdout.strip():
+            if time.monotonic() > gone_by:
+                if sys.exc_info()[0] is None:   # never hide the error that ended the block
+                    raise RuntimeError(f"{host}: a server still listens on TCP port {port} after it was ended")
+                break
+            time.sleep(0.1)

@@ -54,6 +54,11 @@ def tunnel_mtu_limit(path_mtu):
     return int(path_mtu) - WIREGUARD_OVERHEAD
 
 
+# The narrowest path a WireGuard tunnel can cross: its MTU (path - overhead) is at least the IPv4
+# minimum, the floor of every MTU this collection sets (the gradient-sync tunnel follows it too).
+MIN_TUNNEL_PATH_MTU = MTU_MIN + WIREGUARD_OVERHEAD
+
+
 def interface_name(peer_name, peer_id):
     """`wg-<peer>` when the inventory name fits an interface name, else `wg-id<N>`."""
     name = 'wg-%s' % peer_name
@@ -157,6 +162,10 @@ def check(hosts, settings):
         if path_mtu is None or not MTU_MIN <= path_mtu <= MTU_MAX:
             errors.append('control_plane_path_mtu=%s on host %s is outside the allowed range %d-%d'
                           % (host.get('path_mtu'), name, MTU_MIN, MTU_MAX))
+        elif tunnel_mtu == 0 and path_mtu < MIN_TUNNEL_PATH_MTU:
+            errors.append('control_plane_path_mtu=%d on host %s leaves a tunnel MTU of %d (minus WireGuard overhead %d): '
+                          'a tunnel needs at least %d, a path MTU of at least %d'
+                          % (path_mtu, name, tunnel_mtu_limit(path_mtu), WIREGUARD_OVERHEAD, MTU_MIN, MIN_TUNNEL_PATH_MTU))
         elif tunnel_mtu != 0:
             limit = tunnel_mtu_limit(path_mtu)
             if tunnel_mtu < MTU_MIN or tunnel_mtu > limit:

@@ -26,7 +26,7 @@ __metaclass__ = type
 import ipaddress
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_unit_text, problem as value_problem
-from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import WIREGUARD_OVERHEAD
+from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import MIN_TUNNEL_PATH_MTU, WIREGUARD_OVERHEAD
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, mtu_floor
 
 DEFAULT_MESH_PEER_LIMIT = 64
@@ -108,7 +108,8 @@ def check(nodes, links, default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEER_LIMI
     if not 1 <= int(listen_port) <= 65535:
         problems.append('listen_port=%s is outside 1-65535' % listen_port)
     # The collection's path MTU rule (module_utils/mtu.py): 576 for IPv4, 1280 where a node's
-    # endpoint is IPv6 (an IPv6 path carries at least 1280); the same floor as the WAN model's.
+    # endpoint is IPv6 (an IPv6 path carries at least 1280), as the WAN model's. The tunnel
+    # needs more on the paths it crosses (plan(): at least MIN_TUNNEL_PATH_MTU, as the control plane's).
     ipv6 = [n.get('name') for n in nodes if getattr(_address(n.get('endpoint', '')), 'version', 4) == 6]
     floor = mtu_floor(ipv6=bool(ipv6))
     allowed = '%d-%d%s' % (floor, MTU_MAX, (' (IPv6 endpoints: %s)' % ', '.join(map(str, ipv6))) if ipv6 else '')
@@ -187,7 +188,14 @@ def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEE
         sites = sorted(set(n['site'] for n in nodes))
         hops = [(a, b) for a in sites for b in sites]
     mtus = [path_mtu(links, default_mtu, a, b) for a, b in hops] or [int(default_mtu)]
-    mtu = min(mtus) - WIREGUARD_OVERHEAD   # at least 496 inside (IPv6 endpoints: 1200)
+    if min(mtus) < MIN_TUNNEL_PATH_MTU:
+        narrow = sorted(set('%s<->%s (%d)' % (a, b, path_mtu(links, default_mtu, a, b)) for a, b in hops
+                            if path_mtu(links, default_mtu, a, b) < MIN_TUNNEL_PATH_MTU))
+        raise SyncPlanError(['the tunnel of %s crosses %s: a path MTU below %d leaves the tunnel less than %d '
+                             '(path MTU minus WireGuard overhead %d)'
+                             % (me, ', '.join(narrow), MIN_TUNNEL_PATH_MTU, MIN_TUNNEL_PATH_MTU - WIREGUARD_OVERHEAD,
+                                WIREGUARD_OVERHEAD)])
+    mtu = min(mtus) - WIREGUARD_OVERHEAD   # at least 576 inside (IPv6 endpoints: 1200)
     out_peers = []
     for node, allowed in peers:
         endpoint = _address(node['endpoint'])

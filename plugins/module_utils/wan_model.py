@@ -44,7 +44,7 @@ def _is_int(value):
 def link_label(index, raw):
     """How problems name a link: `link a<->b`, or its index when it has no two site names."""
     pair = raw.get('sites') if isinstance(raw, dict) else None
-    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(s, str) for s in pair):
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(s, str) and s for s in pair):
         return 'link %s<->%s' % (pair[0], pair[1])
     return 'trainnet_wan_links[%d]' % index
 
@@ -59,7 +59,7 @@ def link_problems(index, raw, site_names=None, given=None, required=LINK_REQUIRE
         return None, ['trainnet_wan_links[%d]: expected a mapping' % index]
     where = link_label(index, raw)
     problems = []
-    for unknown in sorted(set(raw) - LINK_FIELDS):
+    for unknown in sorted(set(raw) - LINK_FIELDS, key=str):
         problems.append('%s: unknown field %r (fields: %s)' % (where, unknown, ', '.join(sorted(LINK_FIELDS))))
     for field in required:
         if field not in raw:
@@ -154,17 +154,9 @@ def normalise(links, site_names=None, required=LINK_REQUIRED, defaults=True):
 
 def _exact(number):
     """The decimal value of an int or float as a Fraction (0.1 is 1/10, not its binary value)."""
-    return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
+    return Fraction(repr(float(number))) if isinstance(number, float) else Fraction(number)
 
 
 def _plain(number):
     """A Fraction as an int when whole, else a float."""
     return int(number) if number.denominator == 1 else float(number)
-
-
-def path_mtu(links, site_a, site_b, default=None):
-    """The MTU of the normalised link between two sites, else `default`."""
-    for link in links:
-        if sorted(link['sites']) == sorted([site_a, site_b]):
-            return link.get('mtu', default)
-    return default

@@ -49,6 +49,9 @@ def test_good_input_has_no_errors():
     (hosts_with('usw-anchor', tunnel_mtu=1400), SETTINGS,
      'control_plane_tunnel_mtu=1400 on host usw-anchor must be 0 (derived) or 576-1320: '
      'control_plane_path_mtu 1400 minus WireGuard overhead 80'),
+    (hosts_with('usw-anchor', path_mtu=655), SETTINGS,
+     'control_plane_path_mtu=655 on host usw-anchor leaves a tunnel MTU of 575 (minus WireGuard overhead 80): '
+     'a tunnel needs at least 576, a path MTU of at least 656'),
     (HOSTS, dict(SETTINGS, bfd_interval_ms=0), 'control_plane_bfd_interval_ms=0 is outside the allowed range 1-10000'),
     (HOSTS, dict(SETTINGS, bfd_idle_tx_ms=0), 'control_plane_bfd_idle_tx_ms=0 is outside the allowed range 1-10000'),
     (HOSTS, dict(SETTINGS, bfd_multiplier=1), 'control_plane_bfd_multiplier=1 is outside the allowed range 2-255'),

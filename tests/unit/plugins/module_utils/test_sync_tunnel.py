@@ -162,8 +162,14 @@ def test_bad_settings_are_named():
 def test_path_mtus_follow_the_collections_rule_by_endpoint_family():
     """576 is the floor on IPv4 endpoints, as for every other path MTU of the collection; an IPv6
     endpoint anywhere needs 1280."""
-    narrow = [{'sites': ['cn-home', 'us-west'], 'mtu': 576, 'delay_ms': 75, 'rate_mbit': 50}]
-    assert st.plan(NODES, 'cn-gpu1', links=narrow)['mtu'] == 576 - 80
+    narrow = [{'sites': ['cn-home', 'us-west'], 'mtu': 656, 'delay_ms': 75, 'rate_mbit': 50}]
+    assert st.plan(NODES, 'cn-gpu1', links=narrow)['mtu'] == 576
+    # A 576-byte path is a valid path, but too narrow for a tunnel of at least 576 (as the control plane's).
+    narrow[0]['mtu'] = 655
+    with pytest.raises(st.SyncPlanError) as caught:
+        st.plan(NODES, 'cn-gpu1', links=narrow)
+    assert ('the tunnel of cn-gpu1 crosses cn-home<->us-west (655): a path MTU below 656 leaves the tunnel less than 576'
+            in caught.value.args[0][0])
     with pytest.raises(st.SyncPlanError) as caught:
         st.plan(NODES, 'cn-gpu1', links=[{'sites': ['cn-home', 'us-west'], 'mtu': 575}])
     assert "needs two sites and an mtu of 576-9000" in '; '.join(caught.value.args[0])
