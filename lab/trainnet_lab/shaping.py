@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from ansible_collections.longhaul.trainnet.plugins.module_utils.wan_model import LOSS_MODELS
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.wan_model import LOSS_MODELS
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes
 
 # Results of DirectedLink.offer

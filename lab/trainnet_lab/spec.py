@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 
 import yaml
-from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model
 
 from . import DEFAULT_LAB_NAME
 from .inventory import Inventory

@@ -18,7 +18,7 @@ import math
 from fractions import Fraction
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp, exact
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes as shared_bdp_bytes
 
@@ -120,7 +120,7 @@ def tcp_buffer_triplet(max_bytes, min_bytes=4096, default_bytes=131072):
 
 def wan_link_paths(wan_links):
     """WAN link matrix entries -> data-plane link dicts {name, bandwidth_mbps, rtt_ms, loss_pct},
-    every link checked by the collection's WAN model (module_utils/wan_model.py)."""
+    every link checked by the collection's WAN model (plugin_utils/wan_model.py)."""
     links, problems = wan_model.normalise(wan_links)
     if problems:
         raise AnsibleFilterError("wan_link_paths: " + "; ".join(problems))

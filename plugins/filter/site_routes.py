@@ -15,7 +15,7 @@ import ipaddress
 import math
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model
 
 # TCP/IP headers between an MTU and its MSS (IPv4; the module adds 20 more for IPv6).
 TCP_IP_HEADERS = 40

@@ -3,12 +3,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The WAN link matrix, checked and normalised by the collection's WAN model (wan_links.yml has
-the documentation; the rules are plugins/module_utils/wan_model.py, which the lab uses too)."""
+the documentation; the rules are plugins/plugin_utils/wan_model.py, which the lab uses too)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model
 
 
 def wan_links(links, sites=None):

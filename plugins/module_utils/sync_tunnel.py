@@ -187,10 +187,10 @@ def plan(nodes, me, links=(), default_mtu=1500, mesh_peer_limit=DEFAULT_MESH_PEE
         # the remote LAN: the narrowest of all of them.
         sites = sorted(set(n['site'] for n in nodes))
         hops = [(a, b) for a in sites for b in sites]
-    mtus = [path_mtu(links, default_mtu, a, b) for a, b in hops] or [int(default_mtu)]
+    hop_mtus = dict(((a, b), path_mtu(links, default_mtu, a, b)) for a, b in hops)
+    mtus = list(hop_mtus.values()) or [int(default_mtu)]
     if min(mtus) < MIN_TUNNEL_PATH_MTU:
-        narrow = sorted(set('%s<->%s (%d)' % (a, b, path_mtu(links, default_mtu, a, b)) for a, b in hops
-                            if path_mtu(links, default_mtu, a, b) < MIN_TUNNEL_PATH_MTU))
+        narrow = sorted(set('%s<->%s (%d)' % (a, b, m) for (a, b), m in hop_mtus.items() if m < MIN_TUNNEL_PATH_MTU))
         raise SyncPlanError(['the tunnel of %s crosses %s: a path MTU below %d leaves the tunnel less than %d '
                              '(path MTU minus WireGuard overhead %d)'
                              % (me, ', '.join(narrow), MIN_TUNNEL_PATH_MTU, MIN_TUNNEL_PATH_MTU - WIREGUARD_OVERHEAD,

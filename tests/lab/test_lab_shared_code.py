@@ -1,6 +1,6 @@
 """The lab as an installed package on the collection's shared code (no root needed).
 
-One copy of each piece: the link rules come from plugins/module_utils/wan_model.py, the emulator's
+One copy of each piece: the link rules come from plugins/plugin_utils/wan_model.py, the emulator's
 default queue from plugins/plugin_utils/bdp.py, every command the lab runs from one runner
 (trainnet_lab.netns.run); and nothing reaches the lab or the benchmarks by editing sys.path.
 """
@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.longhaul.trainnet.plugins.module_utils import mtu, wan_model
+from ansible_collections.longhaul.trainnet.plugins.module_utils import mtu
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model
 from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes
 from conftest import REPO_ROOT, two_site_raw
 from trainnet_lab import lab as lab_module

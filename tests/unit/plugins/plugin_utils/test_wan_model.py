@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.longhaul.trainnet.plugins.filter import wan_model as wan_filter
-from ansible_collections.longhaul.trainnet.plugins.module_utils import wan_model as wm
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model as wm
 
 SITES = ["cn-home", "us-west", "us-east"]
 LAB = [{"sites": ["cn-home", "us-west"], "delay_ms": 75, "jitter_ms": 0, "rate_mbit": 50, "loss": 0.005,

@@ -5,8 +5,8 @@
 
 """The WAN model: the link matrix (trainnet_wan_links between trainnet_sites) checked and
 normalised in one place, for the filters every role reads it through (wan_links, wan_link_paths,
-site_path_routes) and for the lab that builds the emulated WAN from it. Pure logic, standard
-library only.
+site_path_routes) and for the lab that builds the emulated WAN from it. Controller side, pure,
+standard library only (exact numbers: plugin_utils/bdp).
 
 A link: sites (two site names), delay_ms (one way), rate_mbit, and optionally jitter_ms, loss
 (probability in [0, 1)), loss_model/loss_burst_packets, queue_bytes (0: about one BDP), mtu (path
@@ -14,14 +14,12 @@ MTU, MTU_MIN-MTU_MAX; 1500 when not given) and icmp_blackhole. Normalised, a lin
 (a<->b), rtt_ms (2 x (delay + jitter)), bandwidth_mbps and loss_pct.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import numbers
-from fractions import Fraction
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import exact
 
 LINK_REQUIRED = ('sites', 'delay_ms', 'rate_mbit')
 LINK_DEFAULTS = {'jitter_ms': 0, 'loss': 0.0, 'loss_model': 'bernoulli', 'loss_burst_packets': 1,
@@ -145,16 +143,11 @@ def normalise(links, site_names=None, required=LINK_REQUIRED, defaults=True):
         link = dict(values if defaults else raw)
         link.update(name=name, sites=list(values['sites']))
         if 'delay_ms' in raw and 'rate_mbit' in raw:
-            delay, jitter = _exact(values['delay_ms']), _exact(values['jitter_ms'])
-            link.update(rtt_ms=_plain(2 * (delay + jitter)), bandwidth_mbps=_plain(_exact(values['rate_mbit'])),
-                        loss_pct=_plain(_exact(values['loss']) * 100))
+            delay, jitter = exact(values['delay_ms']), exact(values['jitter_ms'])
+            link.update(rtt_ms=_plain(2 * (delay + jitter)), bandwidth_mbps=_plain(exact(values['rate_mbit'])),
+                        loss_pct=_plain(exact(values['loss']) * 100))
         out.append(link)
     return out, problems
-
-
-def _exact(number):
-    """The decimal value of an int or float as a Fraction (0.1 is 1/10, not its binary value)."""
-    return Fraction(repr(float(number))) if isinstance(number, float) else Fraction(number)
 
 
 def _plain(number):
