@@ -1,9 +1,10 @@
 """The gradient-sync tunnel on three nodes in two sites (molecule.yml): a full mesh whose MTU fits
 the narrowest path (1400 - 80), full-size packets through it with DF set, nothing readable on the
 underlay, keys that never leave their node, peers applied in place, a tunnel MTU the path does not
-carry rolled back by itself, and bad input refused before any node changes."""
+carry rolled back by itself, and bad input refused before any node changes. The interface is the
+collection's wireguard_interface module's: its unit trainnet-wg-wgsync0.service and its configuration
+file wgsync0.conf (no secret inside) in the key directory."""
 
-import importlib.util
 import json
 import os
 import re
@@ -17,16 +18,6 @@ import testinfra
 import testinfra.utils.ansible_runner
 
 
-def shared(name):
-    """A helper module of molecule/shared (the scenarios' tests are not a package)."""
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", name + ".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-INTERRUPTED = shared("interrupted")
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 CONVERGE = os.environ["TRAINNET_SYNC_TUNNEL_CONVERGE"]
 WAN_NETNS = "trainnet-molst-wan"
@@ -36,6 +27,8 @@ TUNNEL = {NODE1: "198.19.253.1", NODE2: "198.19.253.2", NODE3: "198.19.253.3"}
 UNDERLAY = {NODE1: "192.0.2.1", NODE2: "192.0.2.2", NODE3: "192.0.2.3"}
 IFACE, PORT, MTU = "wgsync0", 52200, 1320
 KEY_DIR = "/etc/trainnet/sync_tunnel"
+UNIT = "trainnet-wg-%s.service" % IFACE
+CONFIG = "%s/%s.conf" % (KEY_DIR, IFACE)
 
 testinfra_hosts = ["podman://" + name for name in
                    testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
@@ -68,7 +61,7 @@ def test_interface_address_and_mtu_from_the_narrowest_path(host):
     assert "UP" in link["flags"], link
     address = json.loads(host.check_output("ip -j -4 address show dev %s", IFACE))[0]["addr_info"]
     assert [(a["local"], a["prefixlen"]) for a in address] == [(TUNNEL[name_of(host)], 24)]
-    service = host.service("trainnet-sync-tunnel.service")
+    service = host.service(UNIT)
     assert service.is_running and service.is_enabled
 
 
@@ -107,12 +100,11 @@ def test_keys_stay_on_their_node_and_out_of_the_files(host):
     private = host.file(KEY_DIR + "/private.key")
     assert private.mode == 0o600 and private.user == "root"
     secret = private.content_string.strip()
-    places = {name: host.file("%s/%s" % (KEY_DIR, name)).content_string for name in ("tunnel.env", "peers.conf", "public.key")}
+    places = {name: host.file(name).content_string for name in (CONFIG, KEY_DIR + "/public.key", "/etc/systemd/system/" + UNIT)}
     places["process arguments"] = host.check_output("ps -eo args")   # wireguard-go, wg
     # names only: an assertion message must never show the key
     assert [name for name, text in places.items() if secret in text] == []
-    for name in ("tunnel.env", "peers.conf"):
-        assert host.file("%s/%s" % (KEY_DIR, name)).mode == 0o600, name
+    assert host.file(CONFIG).mode == 0o600
 
 
 SNIFFER = """
@@ -148,39 +140,44 @@ def test_gradients_cross_the_underlay_encrypted():
     assert [f for f in frames if f["proto"] == 1] == []     # no ICMP on the underlay: it went through the tunnel
 
 
-def test_reload_applies_peers_in_place(host):
-    """systemctl reload (what the role does when only peers change) keeps the interface and its
-    sessions: same ifindex, peers still there, traffic still flows."""
-    before = json.loads(host.check_output("ip -j link show dev %s", IFACE))[0]["ifindex"]
-    host.check_output("systemctl reload trainnet-sync-tunnel.service")
-    after = json.loads(host.check_output("ip -j link show dev %s", IFACE))[0]["ifindex"]
-    assert before == after
-    assert len(host.check_output("wg show %s peers", IFACE).split()) == 2
-    other = NODE2 if name_of(host) != NODE2 else NODE1
-    assert ping(host, TUNNEL[other], MTU - 28).rc == 0
-
-
 def keepalive(name):
     """The persistent keepalive (s) the running tunnel of a node uses towards each peer."""
     rows = on(name).check_output("wg show %s persistent-keepalive", IFACE).splitlines()
     return sorted(set(row.split()[-1] for row in rows))
 
 
-def test_a_converge_killed_after_the_peers_changed_is_completed_by_the_next_run():
-    """Issue 23 finding 1, for the gradient-sync tunnel. A converge with a new keepalive is killed the
-    moment node1's peers file holds it, before the tunnel reloaded it: the running tunnel keeps the old
-    value while the file has the new one. The next converge with the same value finds the file
-    unchanged and still reloads (the record of what the tunnel loaded differs from the file)."""
-    assert keepalive(NODE1) == ["25"]
-    read = INTERRUPTED.container_file(NODE1, KEY_DIR + "/peers.conf")
-    argv = ["ansible-playbook", "-i", INVENTORY, CONVERGE, "--limit", NODE1, "-e", "sync_tunnel_keepalive=17"]
+def ifindex(name):
+    return json.loads(on(name).check_output("ip -j link show dev %s", IFACE))[0]["ifindex"]
+
+
+def test_changed_peers_are_applied_in_place():
+    """A new keepalive reaches the running tunnel without a restart: same interface (ifindex), the
+    peers' sessions kept, traffic still flows; the next run with the old value puts it back."""
+    before = ifindex(NODE1)
     try:
-        killed, output = INTERRUPTED.converge_killed_when(argv, lambda: "PersistentKeepalive = 17" in read())
-        assert killed, output[-3000:]
-        time.sleep(1)
-        assert "PersistentKeepalive = 17" in read() and keepalive(NODE1) == ["25"]
         done = converge({"sync_tunnel_keepalive": 17}, limit=NODE1)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        assert keepalive(NODE1) == ["17"] and ifindex(NODE1) == before
+        assert "PersistentKeepalive = 17" in on(NODE1).file(CONFIG).content_string
+        assert ping(on(NODE1), TUNNEL[NODE3], MTU - 28).rc == 0
+    finally:
+        done = converge(limit=NODE1)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert keepalive(NODE1) == ["25"] and ifindex(NODE1) == before
+
+
+def test_a_file_written_but_not_applied_is_applied_by_the_next_run():
+    """Issue 23 finding 1, for the gradient-sync tunnel: a run that stopped after writing the
+    configuration file (here: the file edited to the new keepalive, the tunnel left on the old one)
+    is completed by the next run with that value, which finds the file as it wants it and still
+    applies it, because it compares the running interface, not only the file."""
+    node1 = on(NODE1)
+    try:
+        node1.check_output("sed -i 's/^PersistentKeepalive = 25$/PersistentKeepalive = 17/' %s", CONFIG)
+        assert keepalive(NODE1) == ["25"]
+        done = converge({"sync_tunnel_keepalive": 17}, limit=NODE1)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        assert re.search(r"%s\s*:\s*ok=\d+\s+changed=1\s" % NODE1, done.stdout), done.stdout[-3000:]
         assert keepalive(NODE1) == ["17"]
     finally:
         done = converge(limit=NODE1)
@@ -241,12 +238,12 @@ def test_a_tunnel_mtu_the_path_does_not_carry_is_rolled_back():
     run = converge({"sync_tunnel_path_mtus": [{"sites": ["site-a", "site-b"], "mtu": 1500}]})
     out = run.stdout + run.stderr
     assert run.returncode != 0, out[-3000:]
-    assert re.search(r"no answer through wgsync0 from [^\n]*%s" % NODE3, out), out[-3000:]
-    assert "with 1420-byte packets (DF)" in out and "the previous settings were put back" in out, out[-3000:]
+    assert re.search(r"no answer from [^\n]*%s through wgsync0" % TUNNEL[NODE3], out), out[-3000:]
+    assert "with 1420-byte packets (DF)" in out and "the previous configuration was put back" in out, out[-3000:]
     for node in NODES:
         host = on(node)
         assert host.file("/sys/class/net/%s/mtu" % IFACE).content_string.strip() == str(MTU), node
-        assert "MTU=%d" % MTU in host.file(KEY_DIR + "/tunnel.env").content_string, node
+        assert "mtu %d up" % MTU in host.file("/etc/systemd/system/" + UNIT).content_string, node
     for node in (NODE1, NODE2):
         assert ping(on(node), TUNNEL[NODE3], MTU - 28).rc == 0, node
     again = converge()
@@ -280,7 +277,7 @@ def retire_node3(*extra):
 def test_a_node_that_left_the_group_is_retired_and_dropped_by_the_rest():
     """Issue 23 finding 7. A node that left the training nodes keeps nothing of the tunnel: refused
     while still in the group; --check changes nothing; playbooks/retire.yml stops the tunnel and
-    removes its unit, key directory and records, and the remaining nodes' next run drops it as a peer
+    removes its unit and key directory, and the remaining nodes' next run drops it as a peer
     (no key of node3 in their tunnel, node1 <-> node2 still carries full-size packets). site.yml with
     node3 back brings it back with a new key that every peer holds."""
     node3 = on(NODE3)
@@ -296,18 +293,14 @@ def test_a_node_that_left_the_group_is_retired_and_dropped_by_the_rest():
         checked = retire_node3("--check")[0]
         assert checked.returncode == 0, checked.stdout[-3000:]
         assert re.search(r"%s\s*:\s*ok=\d+\s+changed=[1-9]" % NODE3, checked.stdout), checked.stdout[-3000:]
-        assert node3.file(KEY_DIR + "/private.key").exists and node3.service("trainnet-sync-tunnel.service").is_running
+        assert node3.file(KEY_DIR + "/private.key").exists and node3.service(UNIT).is_running
         run, rest = retire_node3()
         assert run.returncode == 0, run.stdout[-3000:]
         assert rest.returncode == 0, rest.stdout[-3000:]
         assert node3.run("ip link show dev %s", IFACE).rc != 0
-        for path in (KEY_DIR, "/etc/systemd/system/trainnet-sync-tunnel.service",
-                     "/usr/local/libexec/trainnet/trainnet-sync-setup",
-                     "/var/lib/trainnet/config-loaded/trainnet-sync-tunnel.sha256",
-                     "/var/lib/trainnet/config-loaded/trainnet-sync-tunnel-peers.sha256",
-                     "/etc/sysctl.d/90-trainnet-sync-tunnel.conf"):
+        for path in (KEY_DIR, "/etc/systemd/system/" + UNIT, "/etc/sysctl.d/90-trainnet-sync-tunnel.conf"):
             assert not node3.file(path).exists, path
-        assert node3.run("systemctl cat trainnet-sync-tunnel.service").rc != 0
+        assert node3.run("systemctl cat %s", UNIT).rc != 0
         assert node3.file("/proc/sys/net/ipv4/ip_forward").content_string.strip() == "0"
         for node, other in ((NODE1, NODE2), (NODE2, NODE1)):
             host = on(node)

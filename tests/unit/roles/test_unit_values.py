@@ -177,23 +177,15 @@ def exec_lines(path):
 
 def test_unit_arguments_reach_the_program_whole(tmp_path):
     # Preflight refuses these values; the templates must still not split or extend a line with them.
-    render(tmp_path, ["sync_tunnel/templates/trainnet-sync-tunnel.service.j2",
-                      "control_plane/templates/trainnet-control-plane-watchdog.service.j2",
+    # (The WireGuard units are the wireguard_interface module's: tests/unit/plugins/module_utils/test_wireguard.py.)
+    render(tmp_path, ["control_plane/templates/trainnet-control-plane-watchdog.service.j2",
                       "training_job/templates/trainnet-rendezvous-store.service.j2"],
-           sync_tunnel_interface="wgsync0", __sync_tunnel_settings_file="/etc/trainnet/sync/tunnel.env",
-           __sync_tunnel_wg_impl="go", __sync_tunnel_libexec="/usr/local/libexec/trainnet", sync_tunnel_key_dir=HOSTILE_PATH,
            __control_plane_libexec="/usr/local/libexec/trainnet", control_plane_textfile_dir=HOSTILE_PATH,
            __control_plane_plan={"rendezvous_address": "10.255.0.1", "primary_anchor": "usw-anchor\nExecStart=/bin/sh"},
            control_plane_key_dir="/etc/trainnet/wireguard",
            __training_job_is_standby_store=False, __training_job_rdzv_address="10.255.0.1", __training_job_rdzv_port="29400",
            __training_job_pythonpath="", __training_job_python="/opt/venv/bin/python3", training_job_install_dir=HOSTILE_PATH,
            training_job_store_timeout_sec=3600)
-    sync = exec_lines(tmp_path / "trainnet-sync-tunnel.service")
-    assert [line.split("=", 1)[0] for line in sync] == ["ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStopPost"]
-    assert sync[1] == "ExecStart=/usr/bin/wireguard-go -f wgsync0"     # plain words stay as they were
-    for line in sync[2:4]:
-        assert systemd_words(line.split("=", 1)[1]) == ["/usr/local/libexec/trainnet/trainnet-sync-setup", HOSTILE_PATH]
-
     watchdog = exec_lines(tmp_path / "trainnet-control-plane-watchdog.service")
     assert len(watchdog) == 1
     assert systemd_words(watchdog[0].split("=", 1)[1]) == [

@@ -1,0 +1,257 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) longhaul.trainnet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One WireGuard interface, planned and compared: the pure part of the wireguard_interface module.
+
+Used by both tunnel roles (control_plane: one interface per peer; sync_tunnel: one interface, many
+peers). Three texts describe an interface:
+- its configuration file (`wg setconf` format, no secrets: the private and pre-shared keys stay in
+  their own files and are loaded from them);
+- its systemd unit (creates the interface at boot, kernel or wireguard-go);
+- the live state (`wg showconf`, which does hold the secrets: they are compared in memory and never
+  returned, only named).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import re
+
+from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import (
+    is_interface_name, is_wireguard_key, systemd_quote)
+
+IMPLEMENTATIONS = ('kernel', 'go')
+# What a secret's value is shown as in a diff.
+SECRET = '(secret)'
+SECRET_KEYS = ('privatekey', 'presharedkey')
+IP = '/usr/sbin/ip'
+WG = '/usr/bin/wg'
+WIREGUARD_GO = '/usr/bin/wireguard-go'
+# wireguard-go makes its control socket after the TUN device: `wg` must reach it before it is set
+# (bounded: 200 x 0.1 s).
+WAIT_FOR_SOCKET = ("/bin/sh -c 'i=0; until %s show \"$$1\" >/dev/null 2>&1; do i=$$((i + 1)); "
+                   "[ \"$$i\" -le 200 ] || exit 1; sleep 0.1; done' sh" % WG)   # $$: a $ systemd leaves to sh
+
+
+class WireGuardInputError(ValueError):
+    """Every problem with the input, one message each."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super(WireGuardInputError, self).__init__('; '.join(self.problems))
+
+
+def _address_problem(text):
+    """None, or why `text` is not "ADDR/LEN" or "ADDR[/LEN] peer ADDR[/LEN]"."""
+    words = str(text).split()
+    if len(words) not in (1, 3) or (len(words) == 3 and words[1] != 'peer'):
+        return "address '%s' must be ADDRESS/PREFIX or 'LOCAL peer REMOTE'" % text
+    for word in (words[0], words[-1]):
+        try:
+            ipaddress.ip_interface(word)
+        except ValueError:
+            return "address '%s': '%s' is not an IP address" % (text, word)
+    return None
+
+
+def check_input(name, listen_port, addresses, mtu, peers, implementation, verify):
+    """The module's input problems (a list; empty when fine). peers: normalised dicts."""
+    problems = []
+    if not is_interface_name(name):
+        problems.append("name '%s' must be an interface name (1-15 of A-Z a-z 0-9 . _ -)" % name)
+    if not 0 <= int(listen_port or 0) <= 65535:
+        problems.append('listen_port %s must be 0-65535' % listen_port)
+    if not 576 <= int(mtu) <= 9000:
+        problems.append('mtu %s must be 576-9000' % mtu)
+    if implementation not in IMPLEMENTATIONS:
+        problems.append("implementation '%s' must be one of %s" % (implementation, ', '.join(IMPLEMENTATIONS)))
+    problems += [p for p in (_address_problem(a) for a in addresses) if p]
+    seen = set()
+    for index, peer in enumerate(peers):
+        label = peer.get('comment') or 'peers[%d]' % index
+        if not is_wireguard_key(peer['public_key']):
+            problems.append('%s: public_key must be a WireGuard key (44 base64 characters ending in =)' % label)
+        elif peer['public_key'] in seen:
+            problems.append('%s: public_key is given twice' % label)
+        seen.add(peer['public_key'])
+        if '\n' in peer.get('comment', '') or '\n' in peer.get('endpoint', ''):
+            problems.append('%s: comment and endpoint must be one line' % label)
+        if peer.get('endpoint') and not re.match(r'^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$', peer['endpoint']):
+            problems.append("%s: endpoint '%s' must be HOST:PORT or [IPv6]:PORT" % (label, peer['endpoint']))
+        for prefix in peer.get('allowed_ips', []):
+            try:
+                ipaddress.ip_network(prefix, strict=False)
+            except ValueError:
+                problems.append("%s: allowed_ips entry '%s' is not a prefix" % (label, prefix))
+        if not 0 <= int(peer.get('keepalive', 0)) <= 65535:
+            problems.append('%s: keepalive %s must be 0-65535' % (label, peer.get('keepalive')))
+    for target in verify:
+        try:
+            ipaddress.ip_address(target)
+        except ValueError:
+            problems.append("verify target '%s' is not an IP address" % target)
+    return problems
+
+
+def render_config(listen_port, peers, private_key=None, preshared_keys=None):
+    """`wg setconf` text. Without private_key (the file on disk) no secret is in it; with it (the text
+    piped to `wg syncconf`), the private key and each peer's pre-shared key (preshared_keys: {public key:
+    key}) are."""
+    lines = ['[Interface]']
+    if private_key:
+        lines.append('PrivateKey = %s' % private_key.strip())
+    if listen_port:
+        lines.append('ListenPort = %d' % int(listen_port))
+    for peer in peers:
+        lines += ['', '[Peer]']
+        if peer.get('comment'):
+            lines.append('# %s' % peer['comment'])
+        lines.append('PublicKey = %s' % peer['public_key'])
+        psk = (preshared_keys or {}).get(peer['public_key'])
+        if psk:
+            lines.append('PresharedKey = %s' % psk.strip())
+        if peer.get('endpoint'):
+            lines.append('Endpoint = %s' % peer['endpoint'])
+        lines.append('AllowedIPs = %s' % ', '.join(peer.get('allowed_ips', [])))
+        if int(peer.get('keepalive', 0)):
+            lines.append('PersistentKeepalive = %d' % int(peer['keepalive']))
+    return '\n'.join(lines) + '\n'
+
+
+def parse_config(text):
+    """A `wg setconf`/`wg showconf` text as {'interface': {key: value}, 'peers': {public key: {key: value}}}
+    with lower-case keys; AllowedIPs as a sorted list of normalised prefixes."""
+    out = {'interface': {}, 'peers': {}}
+    section = None
+    current = None
+    for raw in text.splitlines():
+        line = raw.split('#', 1)[0].strip()
+        if not line:
+            continue
+        if line.lower() == '[interface]':
+            section, current = 'interface', out['interface']
+            continue
+        if line.lower() == '[peer]':
+            section, current = 'peer', {}
+            continue
+        if '=' not in line or section is None:
+            continue
+        key, value = (part.strip() for part in line.split('=', 1))
+        key = key.lower()
+        if section == 'peer' and key == 'publickey':
+            out['peers'][value] = current
+            continue
+        if key == 'allowedips':
+            value = sorted(str(ipaddress.ip_network(p.strip(), strict=False)) for p in value.split(',') if p.strip())
+        current[key] = value
+    for peer in out['peers'].values():
+        peer.setdefault('allowedips', [])
+    return out
+
+
+def redact(text):
+    """The text with every secret's value replaced (for a diff or a message)."""
+    return re.sub(r'(?im)^(\s*(?:PrivateKey|PresharedKey)\s*=\s*).*$', r'\g<1>' + SECRET, text)
+
+
+def config_differences(wanted, live):
+    """What the live configuration lacks of the wanted one (both parse_config() results, the wanted one
+    with its secrets), one phrase each and never a secret. A peer's endpoint is compared only where the
+    wanted one names it and the live one has none (a roaming peer's endpoint follows the peer)."""
+    out = []
+    want_if, live_if = wanted['interface'], live['interface']
+    if want_if.get('privatekey') and want_if.get('privatekey') != live_if.get('privatekey'):
+        out.append('private key')
+    if want_if.get('listenport') and str(want_if.get('listenport')) != str(live_if.get('listenport')):
+        out.append('listen port %s -> %s' % (live_if.get('listenport', 'none'), want_if['listenport']))
+    for key in sorted(set(live['peers']) - set(wanted['peers'])):
+        out.append('peer %s removed' % key)
+    for key, peer in sorted(wanted['peers'].items()):
+        have = live['peers'].get(key)
+        if have is None:
+            out.append('peer %s added' % key)
+            continue
+        if peer.get('allowedips') != have.get('allowedips'):
+            out.append('peer %s allowed IPs %s -> %s' % (key, ', '.join(have['allowedips']) or 'none',
+                                                          ', '.join(peer['allowedips']) or 'none'))
+        if (peer.get('presharedkey') or None) != (have.get('presharedkey') or None):
+            out.append('peer %s pre-shared key' % key)
+        if str(peer.get('persistentkeepalive', 'off')) != str(have.get('persistentkeepalive', 'off')):
+            out.append('peer %s keepalive %s -> %s' % (key, have.get('persistentkeepalive', 'off'),
+                                                        peer.get('persistentkeepalive', 'off')))
+        if peer.get('endpoint') and not have.get('endpoint'):
+            out.append('peer %s endpoint %s' % (key, peer['endpoint']))
+    return out
+
+
+def address_argv(address, ifname):
+    """`ip address replace` arguments for one address ("A/L" or "A peer B")."""
+    return [IP, 'address', 'replace'] + str(address).split() + ['dev', ifname]
+
+
+def address_key(address):
+    """An address entry in the form live_addresses() reports it: 'A/L', or 'A peer B/L' for a
+    point-to-point pair (both also valid `ip address` arguments)."""
+    words = str(address).split()
+    if len(words) == 3:
+        remote = ipaddress.ip_interface(words[2])
+        return '%s peer %s' % (ipaddress.ip_interface(words[0]).ip, remote.with_prefixlen)
+    return ipaddress.ip_interface(words[0]).with_prefixlen
+
+
+def live_addresses(ip_json):
+    """The interface's addresses from `ip -j address show dev IF` (parsed JSON), in address_key() form."""
+    out = []
+    for link in ip_json or []:
+        for info in link.get('addr_info', []):
+            if info.get('family') not in ('inet', 'inet6') or info.get('scope') == 'link':
+                continue
+            if info.get('address') and info['address'] != info['local']:
+                out.append('%s peer %s/%s' % (info['local'], info['address'], info['prefixlen']))
+            else:
+                out.append('%s/%s' % (info['local'], info['prefixlen']))
+    return sorted(out)
+
+
+def render_unit(name, config_path, implementation, addresses, mtu, private_key_file, preshared_key_files=None,
+                description=None, after=(), before=()):
+    """The systemd unit that builds the interface at boot from its files. preshared_key_files:
+    [(public key, file)]; the keys are loaded from their files, never written into the unit."""
+    q = systemd_quote
+    setup = [[WG, 'setconf', name, config_path], [WG, 'set', name, 'private-key', private_key_file]]
+    for public_key, path in preshared_key_files or []:
+        setup.append([WG, 'set', name, 'peer', public_key, 'preshared-key', path])
+    setup += [address_argv(a, name) for a in addresses]
+    setup.append([IP, 'link', 'set', 'dev', name, 'mtu', str(int(mtu)), 'up'])
+    lines = ['# Written by longhaul.trainnet.wireguard_interface: the WireGuard interface %s from %s.' % (name, config_path),
+             '[Unit]',
+             'Description=%s' % (description or 'trainnet WireGuard interface %s' % name)
+             + ' (%s)' % ('wireguard-go' if implementation == 'go' else 'kernel'),
+             'After=%s' % ' '.join(['network-online.target'] + list(after)),
+             'Wants=network-online.target']
+    if before:
+        lines.append('Before=%s' % ' '.join(before))
+    lines += ['', '[Service]']
+    delete = '-%s link delete %s' % (IP, q(name))
+    if implementation == 'go':
+        lines += ['Type=simple', 'Environment=WG_PROCESS_FOREGROUND=1', 'ExecStartPre=%s' % delete,
+                  'ExecStart=%s -f %s' % (WIREGUARD_GO, q(name)),
+                  'ExecStartPost=%s %s' % (WAIT_FOR_SOCKET, q(name))]
+        lines += ['ExecStartPost=%s' % ' '.join(q(w) for w in argv) for argv in setup]
+        lines += ['Restart=on-failure', 'RestartSec=2']
+    else:
+        lines += ['Type=oneshot', 'RemainAfterExit=yes', 'ExecStartPre=%s' % delete,
+                  'ExecStart=%s link add %s type wireguard' % (IP, q(name))]
+        lines += ['ExecStart=%s' % ' '.join(q(w) for w in argv) for argv in setup]
+    lines += ['ExecStopPost=%s' % delete, '', '[Install]', 'WantedBy=multi-user.target']
+    return '\n'.join(lines) + '\n'
+
+
+def ping_argv(target, ifname, mtu):
+    """One full-size ping through the interface with DF set: a tunnel MTU the path does not carry fails
+    here. IPv4 header 20 + ICMP 8; IPv6 40 + 8."""
+    overhead = 48 if ipaddress.ip_address(target).version == 6 else 28
+    return ['ping', '-n', '-q', '-c', '1', '-W', '1', '-M', 'do', '-s', str(int(mtu) - overhead), '-I', ifname, target]
