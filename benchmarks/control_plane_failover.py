@@ -231,7 +231,7 @@ def takeover(primary):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3.0)
     stop = time.time()
-    sh(pexec(ANCHOR, "systemctl", "stop", "bird.service", "trainnet-wg@*.service"), 30)
+    sh(pexec(ANCHOR, "systemctl", "stop", "bird.service", "trainnet-wg-*.service"), 30)
     p_out, _ = ping.communicate(timeout=total + 30)
     r_out, _ = poll.communicate(timeout=total + 30)
     window_end = time.time()
@@ -250,8 +250,8 @@ def takeover(primary):
                 "state_before": state_before,
                 "state_after": routing_state()})
     start = time.time()
-    sh(pexec(ANCHOR, "bash", "-c", "systemctl start bird.service; for f in /etc/trainnet/wireguard/*.env; do "
-             "systemctl start trainnet-wg@$(basename $f .env).service; done"), 60)
+    sh(pexec(ANCHOR, "bash", "-c", "systemctl start bird.service; for f in /etc/trainnet/wireguard/*.conf; do "
+             "systemctl start trainnet-wg-$(basename $f .conf).service; done"), 60)
     back = None
     for _ in range(600):  # bounded: 60 s at 100 ms
         if route_dev() == primary:

@@ -5,7 +5,7 @@
 
 """The control plane's live state on one host, read from `wg show all latest-handshakes`,
 `birdc show bfd sessions`, `ip -j route get RENDEZVOUS` and `ip -j -4 address show dev lo`, and
-the tunnel settings files the role writes (<interface>.env, PEER=...).
+the tunnels' configuration files (<interface>.conf, the peer named under [Peer]).
 
 Used by the control_plane_status module (the structured status) and, run as a program, by the
 watchdog timer the control_plane role installs (this very file, copied to the host):
@@ -99,22 +99,25 @@ def parse_addresses(text):
 
 
 def read_peers(settings_dir):
-    """{interface: peer name} from the tunnel settings files (<interface>.env, PEER=...)."""
+    """{interface: peer name} from the tunnels' configuration files (<interface>.conf, written by the
+    wireguard_interface module: the comment line under [Peer] names the peer)."""
     peers = {}
     try:
         names = os.listdir(settings_dir)
     except OSError:
         return peers
     for name in sorted(names):
-        if not name.endswith('.env'):
+        if not name.endswith('.conf'):
             continue
         try:
             with open(os.path.join(settings_dir, name)) as handle:
-                for line in handle:
-                    if line.startswith('PEER='):
-                        peers[name[:-4]] = line.split('=', 1)[1].strip().strip("'")
+                lines = [line.strip() for line in handle]
         except (OSError, UnicodeDecodeError):
             continue
+        for before, line in zip(lines, lines[1:]):
+            if before == '[Peer]' and line.startswith('# '):
+                peers[name[:-5]] = line[2:].strip()
+                break
     return peers
 
 

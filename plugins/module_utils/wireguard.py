@@ -6,8 +6,8 @@
 
 Used by both tunnel roles (control_plane: one interface per peer; sync_tunnel: one interface, many
 peers). Three texts describe an interface:
-- its configuration file (`wg setconf` format, no secrets: the private and pre-shared keys stay in
-  their own files and are loaded from them);
+- its configuration file (`wg setconf` format, 0600; the peers' pre-shared keys are in it, the
+  private key is not: it stays in its own file, born on the host, and is loaded from there);
 - its systemd unit (creates the interface at boot, kernel or wireguard-go);
 - the live state (`wg showconf`, which does hold the secrets: they are compared in memory and never
   returned, only named).
@@ -77,8 +77,8 @@ def check_input(name, listen_port, addresses, mtu, peers, implementation, verify
         elif peer['public_key'] in seen:
             problems.append('%s: public_key is given twice' % label)
         seen.add(peer['public_key'])
-        if '\n' in peer.get('comment', '') or '\n' in peer.get('endpoint', ''):
-            problems.append('%s: comment and endpoint must be one line' % label)
+        if any('\n' in (peer.get(field) or '') for field in ('comment', 'endpoint', 'preshared_key')):
+            problems.append('%s: comment, endpoint and pre-shared key must be one line' % label)
         if peer.get('endpoint') and not re.match(r'^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$', peer['endpoint']):
             problems.append("%s: endpoint '%s' must be HOST:PORT or [IPv6]:PORT" % (label, peer['endpoint']))
         for prefix in peer.get('allowed_ips', []):
@@ -86,6 +86,8 @@ def check_input(name, listen_port, addresses, mtu, peers, implementation, verify
                 ipaddress.ip_network(prefix, strict=False)
             except ValueError:
                 problems.append("%s: allowed_ips entry '%s' is not a prefix" % (label, prefix))
+        if peer.get('preshared_key') and not is_wireguard_key(peer['preshared_key']):
+            problems.append('%s: preshared_key must be a WireGuard key (44 base64 characters ending in =; not shown)' % label)
         if not 0 <= int(peer.get('keepalive', 0)) <= 65535:
             problems.append('%s: keepalive %s must be 0-65535' % (label, peer.get('keepalive')))
     for target in verify:
@@ -96,10 +98,9 @@ def check_input(name, listen_port, addresses, mtu, peers, implementation, verify
     return problems
 
 
-def render_config(listen_port, peers, private_key=None, preshared_keys=None):
-    """`wg setconf` text. Without private_key (the file on disk) no secret is in it; with it (the text
-    piped to `wg syncconf`), the private key and each peer's pre-shared key (preshared_keys: {public key:
-    key}) are."""
+def render_config(listen_port, peers, private_key=None):
+    """`wg setconf` text with the peers' pre-shared keys. Without private_key: the file on disk; with it:
+    the text piped to `wg syncconf`."""
     lines = ['[Interface]']
     if private_key:
         lines.append('PrivateKey = %s' % private_key.strip())
@@ -110,7 +111,7 @@ def render_config(listen_port, peers, private_key=None, preshared_keys=None):
         if peer.get('comment'):
             lines.append('# %s' % peer['comment'])
         lines.append('PublicKey = %s' % peer['public_key'])
-        psk = (preshared_keys or {}).get(peer['public_key'])
+        psk = peer.get('preshared_key')
         if psk:
             lines.append('PresharedKey = %s' % psk.strip())
         if peer.get('endpoint'):
@@ -155,6 +156,20 @@ def parse_config(text):
 def redact(text):
     """The text with every secret's value replaced (for a diff or a message)."""
     return re.sub(r'(?im)^(\s*(?:PrivateKey|PresharedKey)\s*=\s*).*$', r'\g<1>' + SECRET, text)
+
+
+def reset_peers(wanted, live):
+    """The peers whose pre-shared key changes: WireGuard keeps their current session (the key is used
+    only in a handshake), so they are removed and added again, and the new key is proven by a new
+    handshake now, not at the next rekey minutes later."""
+    return sorted(key for key, peer in wanted['peers'].items()
+                  if key in live['peers'] and (peer.get('presharedkey') or None) != (live['peers'][key].get('presharedkey') or None))
+
+
+def without_private_key(text):
+    """A `wg showconf` text without its PrivateKey line (kept on disk as the state to go back to; the
+    private key stays the one of its file)."""
+    return re.sub(r'(?im)^\s*PrivateKey\s*=.*(\n|$)', '', text)
 
 
 def config_differences(wanted, live):
@@ -216,14 +231,12 @@ def live_addresses(ip_json):
     return sorted(out)
 
 
-def render_unit(name, config_path, implementation, addresses, mtu, private_key_file, preshared_key_files=None,
-                description=None, after=(), before=()):
-    """The systemd unit that builds the interface at boot from its files. preshared_key_files:
-    [(public key, file)]; the keys are loaded from their files, never written into the unit."""
+def render_unit(name, config_path, implementation, addresses, mtu, private_key_file, description=None,
+                after=(), before=()):
+    """The systemd unit that builds the interface at boot from its files (the private key loaded from
+    its file, never written into the unit)."""
     q = systemd_quote
     setup = [[WG, 'setconf', name, config_path], [WG, 'set', name, 'private-key', private_key_file]]
-    for public_key, path in preshared_key_files or []:
-        setup.append([WG, 'set', name, 'peer', public_key, 'preshared-key', path])
     setup += [address_argv(a, name) for a in addresses]
     setup.append([IP, 'link', 'set', 'dev', name, 'mtu', str(int(mtu)), 'up'])
     lines = ['# Written by longhaul.trainnet.wireguard_interface: the WireGuard interface %s from %s.' % (name, config_path),

@@ -33,7 +33,8 @@ options:
     type: str
     default: ''
   settings_dir:
-    description: Directory of the role's tunnel settings files (C(<interface>.env) with C(PEER=)).
+    description: Directory of the tunnels' configuration files (C(<interface>.conf), the peer named in the comment
+      under C([Peer])).
     type: path
     default: /etc/trainnet/wireguard
 extends_documentation_fragment:

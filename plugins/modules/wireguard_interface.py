@@ -17,18 +17,28 @@ description:
   - Owns one WireGuard interface whole - its configuration file, its systemd unit and the live interface -
     for both tunnel roles of this collection (C(control_plane) has one interface per peer, C(sync_tunnel) one
     interface with many peers).
-  - Plans first. The configuration file (C(wg setconf) format, in O(config_dir)) holds no secret, the unit
-    (C(trainnet-wg-NAME.service)) builds the interface at boot from its files, loading the private key
-    from O(private_key_file) and each peer's pre-shared key from its file. The live interface is compared
-    with C(wg showconf), C(ip -j address) and its MTU; the keys are compared in memory and never returned.
+  - Plans first. The configuration file (C(wg setconf) format, C(NAME.conf) in O(config_dir), mode C(0600))
+    holds the peers and their pre-shared keys but not the private key; the unit (C(trainnet-wg-NAME.service))
+    builds the interface at boot from it, loading the private key from O(private_key_file). The live
+    interface is compared with C(wg showconf), C(ip -j address) and its MTU; the keys are compared in
+    memory and never returned or shown (a diff shows them as C((secret))).
   - Applies in place. A missing interface is started through its unit; an existing one gets only what
     differs, with C(wg syncconf) (the configuration reaches C(wg) on standard input, never in process
     arguments), C(ip address) and C(ip link) - no restart, so the peers that did not change keep their
-    sessions.
+    sessions. A peer whose pre-shared key changes is removed and added again, so that the new key is
+    proven by a handshake now rather than at the next rekey.
   - Verifies after a change, when O(verify) names addresses - every one must answer a full-size ping
     (DF set, the interface MTU) through the interface within O(verify_timeout). When one does not, the
     previous files and the previous live state (or no interface, when there was none) are put back, the
-    previous state is pinged again and the module fails naming what did not answer.
+    previous state is pinged again and the module fails naming what did not answer. The previous state comes
+    back 5 s after the verify failed (at most O(verify_timeout)): peers verifying towards this end at the same
+    time must not take its restored, smaller MTU (their echo replies fragmented on the way back) for success.
+  - 'Several ends changing together (both ends of a tunnel, every node of a mesh): call it with O(verify) empty
+    on every end first, then with O(state=verified) on every end. The first call records the state to go back
+    to (C(.NAME.unverified.json) in O(config_dir), mode C(0600), without the private key); the second pings,
+    and rolls back from that record. Verifying each end right after its own change would ping peers still on
+    their old settings, whose echo replies (fragmented by their old, smaller MTU) hide a path that does not
+    carry the new one. A change left unverified by an interrupted run is verified by the next one.'
   - O(state=absent) stops and disables the unit (the interface goes with it) and removes its files.
 options:
   name:
@@ -36,9 +46,12 @@ options:
     type: str
     required: true
   state:
-    description: Whether the interface exists.
+    description:
+      - V(present) applies (and verifies, when O(verify) is given); V(absent) removes; V(verified) verifies the
+        change an earlier V(present) call without O(verify) recorded, and rolls it back when it fails (nothing to
+        do when there is none).
     type: str
-    choices: [present, absent]
+    choices: [present, absent, verified]
     default: present
   config_dir:
     description: Directory of the configuration file C(NAME.conf) (created C(0700)); the private key usually
@@ -90,9 +103,9 @@ options:
         description: Persistent keepalive in seconds, 0-65535 (V(0) off).
         type: int
         default: 0
-      preshared_key_file:
-        description: A file holding the pre-shared key for this peer (empty for none).
-        type: path
+      preshared_key:
+        description: The pre-shared key for this peer (from Ansible Vault; empty for none). Never logged.
+        type: str
         default: ''
   implementation:
     description: V(kernel) (C(ip link add ... type wireguard)) or V(go) (C(wireguard-go) run by the unit);
@@ -115,7 +128,8 @@ options:
     elements: str
     default: []
   verify:
-    description: Addresses that must answer a full-size ping (DF) through the interface after a change.
+    description: Addresses that must answer a full-size ping (DF) through the interface after a change; required
+      with O(state=verified).
     type: list
     elements: str
     default: []
@@ -158,7 +172,7 @@ EXAMPLES = r'''
         endpoint: 198.18.1.2:51821
         allowed_ips: [0.0.0.0/0]
         keepalive: 5
-        preshared_key_file: /etc/trainnet/wireguard/preshared.key
+        preshared_key: "{{ vault_control_plane_preshared_key }}"
     implementation: go
     verify: [10.255.2.1]
 
@@ -211,9 +225,15 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import de
 from ansible_collections.longhaul.trainnet.plugins.module_utils.textfile import write_atomic
 from ansible_collections.longhaul.trainnet.plugins.module_utils.wireguard import (
     IP, WG, WireGuardInputError, address_argv, address_key, check_input, config_differences, live_addresses,
-    parse_config, ping_argv, redact, render_config, render_unit)
+    parse_config, ping_argv, redact, render_config, render_unit, reset_peers, without_private_key)
 
 LIMIT = 30      # seconds for one wg, ip or systemctl call
+# Seconds a failed verify keeps the new state before putting the previous one back. The peers verify
+# at the same time, each towards this end: an echo reply leaves through this end's tunnel, and once
+# it has its old (smaller) MTU again the reply is fragmented and still arrives, so a peer still
+# verifying would take the MTU its path does not carry for one it does. Peers start their verify
+# within a second or two of each other; the hold lets theirs end first.
+ROLLBACK_HOLD = 5
 UNIT_DIR = '/etc/systemd/system'
 
 
@@ -258,6 +278,8 @@ class Interface(object):
 
     def apply_live(self, config_text, addresses, mtu):
         """What differs, in place: peers and keys (wg syncconf from stdin), addresses, MTU."""
+        for public_key in reset_peers(parse_config(config_text), parse_config(self.live()[0])):
+            self.run([WG, 'set', self.name, 'peer', public_key, 'remove'])
         self.run([WG, 'syncconf', self.name, '/dev/stdin'], data=config_text)
         wanted = set(address_key(a) for a in addresses)
         for address in addresses:
@@ -305,7 +327,8 @@ class Interface(object):
 
     # --- state=absent ----------------------------------------------------------------------------
     def absent(self):
-        have = self.read(self.unit_path) is not None or self.read(self.config_path) is not None or self.exists()
+        have = (self.read(self.unit_path) is not None or self.read(self.config_path) is not None or self.exists()
+                or os.path.exists(self.pending_path))
         if not have:
             return self.result
         self.result['changed'] = True
@@ -319,39 +342,33 @@ class Interface(object):
         if self.exists():
             self.run([IP, 'link', 'delete', self.name])
         self.write_files(None, None)
+        if os.path.exists(self.pending_path):
+            os.unlink(self.pending_path)
         return self.result
 
     # --- state=present ---------------------------------------------------------------------------
-    def secrets(self, peers):
-        """The private key and the peers' pre-shared keys, read on the host. In check mode a key file still
-        to be made by an earlier task of the run reads as absent (None) and counts as a change."""
-        params = self.module.params
-        if not params['private_key_file']:
+    def private_key(self):
+        """The private key, read on the host. In check mode a key file an earlier task of the run would
+        make reads as absent (None)."""
+        path = self.module.params['private_key_file']
+        if not path:
             self.fail('private_key_file is required with state=present')
-        paths = [params['private_key_file']] + [p['preshared_key_file'] for p in peers if p['preshared_key_file']]
-        keys = {}
-        for path in paths:
-            if self.module.check_mode and not os.path.exists(path):
-                keys[path] = None
-                continue
-            try:
-                with open(path) as handle:
-                    keys[path] = handle.read().strip()
-            except (IOError, OSError) as exc:
-                self.fail('cannot read the key file %s: %s' % (path, describe_os_error(exc)))
-        preshared = dict((p['public_key'], keys[p['preshared_key_file']]) for p in peers if p['preshared_key_file'])
-        return keys[params['private_key_file']], preshared
+        if self.module.check_mode and not os.path.exists(path):
+            return None
+        try:
+            with open(path) as handle:
+                return handle.read().strip()
+        except (IOError, OSError) as exc:
+            self.fail('cannot read the key file %s: %s' % (path, describe_os_error(exc)))
 
     def present(self):
         params = self.module.params
         peers = params['peers']
-        private_key, preshared = self.secrets(peers)
         config_text = render_config(params['listen_port'], peers)
         unit_text = render_unit(self.name, self.config_path, params['implementation'], params['addresses'],
-                                params['mtu'], params['private_key_file'],
-                                [(p['public_key'], p['preshared_key_file']) for p in peers if p['preshared_key_file']],
-                                params['description'], params['unit_after'], params['unit_before'])
-        full_text = render_config(params['listen_port'], peers, private_key, preshared)
+                                params['mtu'], params['private_key_file'], params['description'],
+                                params['unit_after'], params['unit_before'])
+        full_text = render_config(params['listen_port'], peers, self.private_key())
         old_config, old_unit = self.read(self.config_path), self.read(self.unit_path)
         existed = self.exists()
         previous = self.live() if existed else None
@@ -376,10 +393,13 @@ class Interface(object):
             changes.append('unit enabled')
         self.result.update(changed=bool(changes or live_changes), created=previous is None,
                            changes=live_changes + changes)
+        if os.path.exists(self.pending_path):
+            # Nothing for this call to change, but a state=verified call has something to verify.
+            self.result['changes'].append('a change of an earlier run is not verified yet')
         if self.module._diff and self.result['changed']:
             self.result['diff'] = [
                 dict(before_header=self.config_path, after_header=self.config_path,
-                     before=redact(old_config or ''), after=config_text),
+                     before=redact(old_config or ''), after=redact(config_text)),
                 dict(before_header=self.unit_path, after_header=self.unit_path, before=old_unit or '', after=unit_text),
                 dict(before_header='%s (live)' % self.name, after_header='%s (live)' % self.name,
                      before='', after=''.join('%s\n' % c for c in live_changes))]
@@ -390,40 +410,86 @@ class Interface(object):
             self.write_files(config_text, unit_text)
         if not enabled:
             self.systemctl('enable', self.unit)
+        before = dict(config=old_config, unit=old_unit, changes=live_changes, private_key_file=params['private_key_file'],
+                      live=None if previous is None else dict(shown=without_private_key(previous[0]),
+                                                              addresses=previous[1], mtu=previous[2]))
         if previous is None:
             # A unit left active by an earlier start (its interface since deleted) must run again.
             self.systemctl('restart', self.unit)
             if not self.wait_for_interface():
-                self.rollback(old_config, old_unit, previous, 'the interface did not come up from its unit')
+                self.rollback(before, 'the interface did not come up from its unit')
         elif live_changes:
             self.apply_live(full_text, params['addresses'], params['mtu'])
-        if live_changes and params['verify']:
-            missing = self.unanswered(params['verify'], params['mtu'], params['verify_timeout'])
-            self.result['verified'] = [t for t in params['verify'] if t not in missing]
-            if missing:
-                self.rollback(old_config, old_unit, previous,
-                              'no answer from %s through %s within %d s with %d-byte packets (DF) after: %s'
-                              % (', '.join(missing), self.name, params['verify_timeout'], params['mtu'],
-                                 '; '.join(live_changes)))
+        if params['verify']:
+            # Verified now: an unverified change of an earlier call is verified with this one.
+            pending = self.load_pending()
+            if live_changes or pending:
+                self.verify_or_roll_back(pending or before, params['mtu'])
+        elif live_changes and not self.load_pending():
+            # Verified by a later call with state=verified (once every end has changed); the oldest
+            # unverified state is the one to go back to.
+            write_atomic(self.pending_path, json.dumps(before), 0o600)
         return self.result
 
-    def rollback(self, old_config, old_unit, previous, why):
-        """Put the files and the live interface back as they were, check the previous state answers again,
-        and fail saying so."""
+    # --- verify and roll back --------------------------------------------------------------------
+    @property
+    def pending_path(self):
+        return os.path.join(self.module.params['config_dir'], '.%s.unverified.json' % self.name)
+
+    def load_pending(self):
+        text = self.read(self.pending_path)
+        return json.loads(text) if text else None
+
+    def verified(self):
+        """state=verified: the change an earlier call made (and recorded as unverified) is verified now,
+        or rolled back."""
+        pending = self.load_pending()
+        if pending is None:
+            return self.result
+        self.result['changes'] = ['unverified: %s' % '; '.join(pending.get('changes') or ['a change'])]
+        if self.module.check_mode:
+            return self.result
+        with open('/sys/class/net/%s/mtu' % self.name) as handle:
+            mtu = int(handle.read().strip())
+        self.verify_or_roll_back(pending, mtu)
+        return self.result
+
+    def verify_or_roll_back(self, before, mtu):
+        params = self.module.params
+        missing = self.unanswered(params['verify'], mtu, params['verify_timeout'])
+        self.result['verified'] = [t for t in params['verify'] if t not in missing]
+        if not missing:
+            if os.path.exists(self.pending_path):
+                os.unlink(self.pending_path)
+            return
+        time.sleep(min(ROLLBACK_HOLD, params['verify_timeout']))
+        self.rollback(before, 'no answer from %s through %s within %d s with %d-byte packets (DF) after: %s'
+                      % (', '.join(missing), self.name, params['verify_timeout'], mtu,
+                         '; '.join(before.get('changes') or ['a change'])))
+
+    def rollback(self, before, why):
+        """Put the files and the live interface back as they were before the change (the private key
+        stays the one of its file), check the previous state answers, and fail saying so."""
         params = self.module.params
         self.result['rolled_back'] = True
-        if old_config is None or old_unit is None:
+        if before['config'] is None or before['unit'] is None:
             self.write_files(None, None)
         else:
-            self.write_files(old_config, old_unit)
-        if previous is None:
+            self.write_files(before['config'], before['unit'])
+        if os.path.exists(self.pending_path):
+            os.unlink(self.pending_path)
+        if before['live'] is None:
             self.systemctl('disable', '--now', self.unit, check=False)
             if self.exists():
                 self.run([IP, 'link', 'delete', self.name], check=False)
             self.fail('%s: %s; the interface was removed again (it did not exist before)' % (self.name, why))
-        shown, addresses, mtu = previous
-        self.apply_live(shown, addresses, mtu)
-        still = self.unanswered(params['verify'], mtu, params['verify_timeout'])
+        live = before['live']
+        # `wg syncconf` without a PrivateKey line would clear the key: the one of its file goes in.
+        with open(before['private_key_file']) as handle:
+            private_key = handle.read().strip()
+        shown = live['shown'].replace('[Interface]\n', '[Interface]\nPrivateKey = %s\n' % private_key, 1)
+        self.apply_live(shown, live['addresses'], live['mtu'])
+        still = self.unanswered(params['verify'], live['mtu'], params['verify_timeout'])
         self.fail('%s: %s; the previous configuration was put back and %s' % (
             self.name, why, 'every address answers again' if not still
             else 'does not reach %s either' % ', '.join(still)))
@@ -433,7 +499,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type='str', required=True),
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
+            state=dict(type='str', choices=['present', 'absent', 'verified'], default='present'),
             config_dir=dict(type='path', required=True),
             private_key_file=dict(type='path'),
             listen_port=dict(type='int', default=0),
@@ -445,7 +511,7 @@ def main():
                 endpoint=dict(type='str', default=''),
                 allowed_ips=dict(type='list', elements='str', default=[]),
                 keepalive=dict(type='int', default=0),
-                preshared_key_file=dict(type='path', default='', no_log=False),
+                preshared_key=dict(type='str', default='', no_log=True),
             )),
             implementation=dict(type='str', choices=['kernel', 'go'], default='kernel'),
             description=dict(type='str', default=''),
@@ -460,12 +526,14 @@ def main():
     interface = Interface(module)
     problems = check_input(params['name'], params['listen_port'], params['addresses'], params['mtu'],
                            params['peers'], params['implementation'], params['verify'])
+    if params['state'] == 'verified' and not params['verify']:
+        problems.append('state=verified needs the addresses to ping (verify)')
     if not 1 <= params['verify_timeout'] <= 600:
         problems.append('verify_timeout %d must be 1-600' % params['verify_timeout'])
     if problems:
         interface.fail(str(WireGuardInputError(problems)))
     try:
-        result = interface.absent() if params['state'] == 'absent' else interface.present()
+        result = dict(present=interface.present, absent=interface.absent, verified=interface.verified)[params['state']]()
     except (IOError, OSError) as exc:
         interface.fail('%s: %s' % (params['name'], describe_os_error(exc)))
     module.exit_json(**result)

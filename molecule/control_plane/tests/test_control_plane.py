@@ -130,7 +130,10 @@ def test_private_key_0600_and_never_in_arguments(host):
     cmdlines = host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
     assert secret not in cmdlines
     for ifname in (IF_TO[p] for p in peers_of(name_of(host))):
-        assert secret not in host.file("/etc/trainnet/wireguard/%s.env" % ifname).content_string
+        config = host.file("/etc/trainnet/wireguard/%s.conf" % ifname)
+        assert config.mode == 0o600 and config.user == "root"
+        assert secret not in config.content_string
+        assert secret not in host.file("/etc/systemd/system/trainnet-wg-%s.service" % ifname).content_string
 
 
 def test_env_file_on_training_node_is_quoted_and_complete():
@@ -320,8 +323,8 @@ def test_limited_rerun_changes_nothing_and_logs_no_key():
 
 
 def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
-    """The anchor's private key file is lost: a full converge at -vvv makes a new one, restarts that
-    host's tunnels with it (the running interfaces held the old key) and gives the peers the new public
+    """The anchor's private key file is lost: a full converge at -vvv makes a new one, applies it to that
+    host's tunnels in place (the running interfaces held the old key) and gives the peers the new public
     key; every tunnel hands shake again, and no private key, old or new, appears in the output or in any
     process's arguments on the host while the converge ran (sampled throughout, not one snapshot)."""
     use = on(USE)
@@ -339,8 +342,9 @@ def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
     assert new_secret and new_secret != old_secret
     assert old_secret not in output and new_secret not in output
     cmdlines = seen["text"]
-    # The sampler saw the moments that load the key (the setup helper runs once per restarted tunnel).
-    assert "trainnet-wg-setup" in cmdlines, cmdlines[-2000:]
+    # The sampler ran while the key was loaded: it saw the full-size DF pings that verify each tunnel
+    # right after the module piped the new key to `wg syncconf`.
+    assert re.search(r"ping -n -q -c 1 -W 1 -M do -s 1292 -I wg-", cmdlines), cmdlines[-2000:]
     assert old_secret not in cmdlines and new_secret not in cmdlines
     public = use.file("/etc/trainnet/wireguard/public.key").content_string.strip()
     for peer in peers_of(USE):
@@ -359,7 +363,6 @@ def test_a_lost_key_is_regenerated_loaded_and_given_to_the_peers():
 
 # --- rolling tunnel restarts, pre-shared key rollback, a converge interrupted after bird.conf changed ---
 
-HELPER = "/usr/local/libexec/trainnet/trainnet-wg-setup"
 PSK_FILE = "/etc/trainnet/wireguard/preshared.key"
 PSK_A = "YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE="  # base64 of 32 bytes, test values only
 PSK_B = "YmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmJiYmI="
@@ -390,7 +393,7 @@ def task_lines(output, task, host):
 def tunnel_pids(name):
     """Main PID of each tunnel unit of a host (wireguard-go: a restart gives a new one)."""
     host = on(name)
-    return dict((ifname, host.check_output("systemctl show -p MainPID --value trainnet-wg@%s.service", ifname).strip())
+    return dict((ifname, host.check_output("systemctl show -p MainPID --value trainnet-wg-%s.service", ifname).strip())
                 for ifname in (IF_TO[p] for p in peers_of(name)))
 
 
@@ -704,65 +707,56 @@ def fixture_every_host_on_psk_a():
             assert set(running_psks(name).values()) == {"(none)"}, name
 
 
-def test_a_change_of_every_tunnel_restarts_one_path_at_a_time(every_host_on_psk_a):
-    """A converge that restarts every tunnel (the pre-shared key of every tunnel changes) goes one path
-    (both ends of one tunnel) at a time across the control plane, each verified before the next:
-    sampled every 50 ms on every host, no host ever had both of its paths down (BFD session not Up,
-    or gone), which with three hosts means no two paths of the scenario were down at once; every
-    tunnel got a new process."""
+def test_a_change_of_every_tunnel_goes_one_path_at_a_time_in_place(every_host_on_psk_a):
+    """A converge that changes every tunnel (the pre-shared key of every tunnel changes) goes one path
+    (both ends of one tunnel) at a time across the control plane, each verified before the next, and
+    in place: every tunnel keeps its process (no restart), each peer is re-added so that the new key
+    is proven by a handshake at once. Sampled every 50 ms on every host, no host ever had both of its
+    paths down (BFD session not Up, or gone), which with three hosts means no two paths of the
+    scenario were down at once."""
     run = every_host_on_psk_a
     assert run["rc"] == 0, run["output"][-3000:]
     for name in (MASTER, USW, USE):
         assert set(running_psks(name).values()) == {PSK_A}, name
-        for ifname, pid in run["before"][name].items():
-            assert run["after"][name][ifname] not in ("0", pid), (name, ifname, pid, run["after"][name][ifname])
+        assert run["after"][name] == run["before"][name] and "0" not in run["before"][name].values(), (name, run)
     for name, rows in run["samples"].items():
         mine = [IF_TO[p] for p in peers_of(name)]
         assert len(rows) > 100, (name, len(rows))  # bounded but not starved: it sampled throughout
         down = [(t, [i for i in mine if (states or {}).get(i) != "Up"]) for t, states in rows if states is not None]
-        # The sampler saw each of the host's paths go down (restarted) ...
-        for ifname in mine:
-            assert any(ifname in paths for stamp, paths in down), (name, ifname)
-        # ... and never both at once. A lone sample is a starved host's BFD flap (seen here without any
-        # restart), not a restart: a restarted path stays down for more than 0.5 s (BFD comes back up at
-        # its 1 s idle rate), so two samples in a row with both down is the failure.
+        # Never both at once. A lone sample is a starved host's BFD flap (seen here without any change),
+        # so two samples in a row with both down is the failure.
         both = [t for t, d in down if len(d) == 2]
         runs = [t for t, prev in zip(both[1:], both) if t - prev < 0.2]
         assert not runs, "%s had both paths down at %s" % (name, both[:20])
-    # Each host restarted its two tunnels in two of the three path steps.
-    restarts = [task_lines(run["output"], "Tunnel path | Restart this end", name) for name in (MASTER, USW, USE)]
-    assert all(r.count("changed") == 2 for r in restarts), restarts
+    # Each host changed its two tunnels in two of the three path steps, each verified.
+    steps = [task_lines(run["output"], "Tunnel path | Apply this end and verify", name) for name in (MASTER, USW, USE)]
+    assert all(r == ["changed", "changed"] for r in steps), steps
 
 
 def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a):
     """Every host has pre-shared key A; a run limited to the master gives it key B, which no peer has:
-    the first tunnel restarted with B reaches no peer, so the previous key file goes back, that tunnel
-    restarts with A, the rollout stops before the master's other tunnel and the run fails saying why.
-    Every tunnel then still carries traffic with A, and the master's key file is A's."""
+    the first tunnel changed to B reaches no peer (its peer is re-added, so the old session does not
+    hide the mismatch), so its previous configuration goes back (files and live), the rollout stops
+    before the master's other tunnel and the run fails saying why. Every tunnel then still carries
+    traffic with A, and every configuration file of the master holds A."""
     assert every_host_on_psk_a["rc"] == 0, every_host_on_psk_a["output"][-3000:]
-    for name in (MASTER, USW, USE):
-        assert on(name).file(PSK_FILE).content_string.strip() == PSK_A
-    before = tunnel_pids(MASTER)
-    started = int(time.time()) - 1
+    def configured_psks():
+        return on(MASTER).check_output("grep -h '^PresharedKey' /etc/trainnet/wireguard/wg-*.conf").split()
+    assert set(configured_psks()) == {"PresharedKey", "=", PSK_A}
     # The shortest verify budget: the rollback comes after it.
     rc, output = converge("--limit", MASTER, "-e", "control_plane_verify_timeout_sec=5", psk=PSK_B)
     assert rc != 0, output[-3000:]
     master = on(MASTER)
-    assert master.file(PSK_FILE).content_string.strip() == PSK_A
+    assert set(configured_psks()) == {"PresharedKey", "=", PSK_A}
     assert set(running_psks(MASTER).values()) == {PSK_A}
     assert "pre-shared key" in output and "not with --limit" in output, output[-3000:]
-    assert re.search(r"Put back from before this run: pre-shared key;", output), output[-3000:]
-    # One path restarted (and rolled back); the rollout stopped before the other one.
-    after = tunnel_pids(MASTER)
-    assert sorted(after[i] == before[i] for i in before) == [False, True], (before, after)
+    assert "the previous configuration was put back and every address answers again" in output, output[-3000:]
+    # One path changed (and rolled back); the rollout stopped before the other one.
+    assert task_lines(output, "Tunnel path | Apply this end and verify", MASTER) == ["fatal"], output[-3000:]
     for peer in peers_of(MASTER):
         ifname = IF_TO[peer]
-
-        def handshake(ifname=ifname):
-            if master.run("ping -n -c 1 -W 1 -I %s %s", ifname, TUNNEL_ADDRESS[peer]).rc != 0:
-                return None
-            stamp = int(master.check_output("wg show %s latest-handshakes", ifname).split()[-1])
-            return stamp if stamp >= started or after[ifname] == before[ifname] else None
-        assert wait_for(handshake, 30), "%s: no traffic through %s after the rollback" % (MASTER, ifname)
+        assert wait_for(lambda ifname=ifname, peer=peer: master.run(
+            "ping -n -c 1 -W 1 -I %s %s", ifname, TUNNEL_ADDRESS[peer]).rc == 0, 30), \
+            "%s: no traffic through %s after the rollback" % (MASTER, ifname)
     for name in (MASTER, USW, USE):
         test_bfd_sessions_up_on_every_tunnel(on(name))

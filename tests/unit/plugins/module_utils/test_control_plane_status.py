@@ -18,12 +18,19 @@ import sys
 import pytest
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils import control_plane_status as S
+from ansible_collections.longhaul.trainnet.plugins.module_utils.wireguard import render_config
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import FIXTURES, read_fixture
 
 RDV = '10.255.0.1'
 # wg_show_all_latest_handshakes.txt was captured 5 s after both handshakes (1796092332).
 NOW = 1796092337
 PEERS = {'wg-usw-anchor': 'usw-anchor', 'wg-use-anchor': 'use-anchor'}
+
+
+def tunnel_config(peer):
+    """A tunnel's configuration file as the wireguard_interface module writes it."""
+    return render_config(51821, [{'public_key': 'yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=', 'comment': peer,
+                                  'endpoint': '198.18.1.2:51821', 'allowed_ips': ['0.0.0.0/0'], 'keepalive': 25}])
 
 
 def fixture(name):
@@ -139,9 +146,10 @@ def test_not_deployed():
 
 
 def test_read_peers(tmp_path):
-    (tmp_path / 'wg-a.env').write_text("PEER='usw-anchor'\nMTU=1320\n")
-    (tmp_path / 'wg-b.env').write_text("PEER=use-anchor\n")
-    (tmp_path / 'other.txt').write_text('PEER=x\n')
+    (tmp_path / 'wg-a.conf').write_text(tunnel_config('usw-anchor'))
+    (tmp_path / 'wg-b.conf').write_text(tunnel_config('use-anchor'))
+    (tmp_path / 'wg-c.env').write_text("PEER='an earlier version'\n")   # not a tunnel's configuration
+    (tmp_path / 'other.txt').write_text('[Peer]\n# x\n')
     assert S.read_peers(str(tmp_path)) == {'wg-a': 'usw-anchor', 'wg-b': 'use-anchor'}
     assert S.read_peers(str(tmp_path / 'missing')) == {}
 
@@ -159,7 +167,7 @@ def fake_runner(outputs):
 
 
 def test_collect_runs_each_command_and_names_the_failures(tmp_path):
-    (tmp_path / 'wg-usw-anchor.env').write_text("PEER='usw-anchor'\n")
+    (tmp_path / 'wg-usw-anchor.conf').write_text(tunnel_config('usw-anchor'))
     run = fake_runner({
         'wg': (0, fixture('wg_show_all_latest_handshakes.txt'), ''),
         'birdc': (1, '', 'Unable to connect to server control socket (/run/bird/bird.ctl): No such file or directory\n'),
@@ -234,7 +242,7 @@ def test_runs_alone_as_the_watchdog(tmp_path):
     (bins / 'ip').chmod(stat.S_IRWXU)
     settings = tmp_path / 'settings'
     settings.mkdir()
-    (settings / 'wg-usw-anchor.env').write_text("PEER='usw-anchor'\n")
+    (settings / 'wg-usw-anchor.conf').write_text(tunnel_config('usw-anchor'))
     textfiles = tmp_path / 'textfiles'
     textfiles.mkdir()
     proc = subprocess.run([sys.executable, '-I', S.__file__, str(textfiles), RDV, 'usw-anchor', str(settings)],

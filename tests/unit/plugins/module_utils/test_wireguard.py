@@ -20,9 +20,9 @@ from ansible_collections.longhaul.trainnet.tests.unit.plugins.module_utils.test_
 PRIVATE = 'mF7c0cX8Yq5kWf6m2sDqfJk2Q4rZbq0sT1bq2b3c4d0='
 PSK = 'q1w2e3r4t5y6u7i8o9p0a1s2d3f4g5h6j7k8l9z0x1c='
 PEER = {'public_key': REAL_KEYS[0], 'comment': 'usw-anchor', 'endpoint': '198.18.1.2:51821',
-        'allowed_ips': ['0.0.0.0/0'], 'keepalive': 5, 'preshared_key_file': '/etc/trainnet/wireguard/preshared.key'}
+        'allowed_ips': ['0.0.0.0/0'], 'keepalive': 5, 'preshared_key': PSK}
 OTHER = {'public_key': REAL_KEYS[1], 'comment': 'use-anchor', 'endpoint': '', 'allowed_ips': ['10.1.0.0/16', '10.2.0.1/32'],
-         'keepalive': 0, 'preshared_key_file': ''}
+         'keepalive': 0, 'preshared_key': ''}
 
 # `wg showconf` of the interface as the file above would make it (the secrets included, as wg prints them)
 SHOWN = """[Interface]
@@ -70,29 +70,36 @@ def test_a_key_with_lines_of_its_own_is_refused():
     problems = check(peers=[dict(PEER, public_key=INJECTED_KEY)])
     assert problems == ['usw-anchor: public_key must be a WireGuard key (44 base64 characters ending in =)']
     assert check(peers=[dict(PEER, endpoint='198.18.1.2:51821\n[Peer]')]) == [
-        'usw-anchor: comment and endpoint must be one line',
+        'usw-anchor: comment, endpoint and pre-shared key must be one line',
         "usw-anchor: endpoint '198.18.1.2:51821\n[Peer]' must be HOST:PORT or [IPv6]:PORT"]
+    problems = check(peers=[dict(PEER, preshared_key=INJECTED_KEY)])
+    assert problems == ['usw-anchor: comment, endpoint and pre-shared key must be one line',
+                        'usw-anchor: preshared_key must be a WireGuard key (44 base64 characters ending in =; not shown)']
 
 
-def test_the_file_holds_no_secret_and_the_piped_text_does():
+def test_the_file_holds_no_private_key_and_the_piped_text_does():
     on_disk = wg.render_config(51822, [PEER, OTHER])
-    assert PRIVATE not in on_disk and PSK not in on_disk and 'PrivateKey' not in on_disk
+    assert PRIVATE not in on_disk and 'PrivateKey' not in on_disk
     assert on_disk.startswith('[Interface]\nListenPort = 51822\n\n[Peer]\n# usw-anchor\nPublicKey = ')
     assert 'AllowedIPs = 10.1.0.0/16, 10.2.0.1/32\n' in on_disk and on_disk.count('PersistentKeepalive') == 1
-    piped = wg.render_config(51822, [PEER, OTHER], PRIVATE, {REAL_KEYS[0]: PSK})
-    assert 'PrivateKey = %s\n' % PRIVATE in piped and piped.count('PresharedKey = %s\n' % PSK) == 1
+    assert on_disk.count('PresharedKey = %s\n' % PSK) == 1     # only the peer that has one
+    piped = wg.render_config(51822, [PEER, OTHER], PRIVATE)
+    assert piped == on_disk.replace('[Interface]\n', '[Interface]\nPrivateKey = %s\n' % PRIVATE)
 
 
 def test_the_live_interface_that_matches_has_no_difference():
-    wanted = wg.parse_config(wg.render_config(51822, [PEER, OTHER], PRIVATE, {REAL_KEYS[0]: PSK}))
+    wanted = wg.parse_config(wg.render_config(51822, [PEER, OTHER], PRIVATE))
     # the second peer roamed (an endpoint the file does not name): not a difference
     assert wg.config_differences(wanted, wg.parse_config(SHOWN)) == []
+    assert wg.reset_peers(wanted, wg.parse_config(SHOWN)) == []
 
 
 def test_differences_name_what_changed_and_never_a_secret():
-    wanted = wg.parse_config(wg.render_config(51823, [dict(PEER, keepalive=7, allowed_ips=['10.0.0.0/8'])],
-                                              'A' * 43 + '=', {REAL_KEYS[0]: 'B' * 43 + '='}))
+    wanted = wg.parse_config(wg.render_config(51823, [dict(PEER, keepalive=7, allowed_ips=['10.0.0.0/8'],
+                                                           preshared_key='B' * 43 + '=')], 'A' * 43 + '='))
     diff = wg.config_differences(wanted, wg.parse_config(SHOWN))
+    # a new pre-shared key is proven by a new handshake, not left to the next rekey
+    assert wg.reset_peers(wanted, wg.parse_config(SHOWN)) == [REAL_KEYS[0]]
     assert diff == ['private key', 'listen port 51822 -> 51823', 'peer %s removed' % REAL_KEYS[1],
                     'peer %s allowed IPs 0.0.0.0/0 -> 10.0.0.0/8' % REAL_KEYS[0],
                     'peer %s pre-shared key' % REAL_KEYS[0], 'peer %s keepalive 5 -> 7' % REAL_KEYS[0]]
@@ -101,8 +108,7 @@ def test_differences_name_what_changed_and_never_a_secret():
 
 def test_a_missing_endpoint_and_a_new_peer_are_differences():
     live = wg.parse_config(SHOWN.replace('Endpoint = 198.18.1.2:51821\n', ''))
-    wanted = wg.parse_config(wg.render_config(51822, [PEER, OTHER, dict(OTHER, public_key=REAL_KEYS[2])],
-                                              PRIVATE, {REAL_KEYS[0]: PSK}))
+    wanted = wg.parse_config(wg.render_config(51822, [PEER, OTHER, dict(OTHER, public_key=REAL_KEYS[2])], PRIVATE))
     assert wg.config_differences(wanted, live) == ['peer %s added' % REAL_KEYS[2],     # in key order
                                                    'peer %s endpoint 198.18.1.2:51821' % REAL_KEYS[0]]
 
@@ -131,7 +137,7 @@ def exec_lines(text):
 
 def test_the_kernel_unit_builds_the_interface_from_its_files():
     unit = wg.render_unit('wg-usw', '/etc/trainnet/wireguard/wg-usw.conf', 'kernel', ['10.255.1.2 peer 10.255.2.1'],
-                          1340, '/etc/trainnet/wireguard/private.key', [(REAL_KEYS[0], '/etc/trainnet/wireguard/psk')],
+                          1340, '/etc/trainnet/wireguard/private.key',
                           after=['trainnet-control-plane-lo.service'], before=['bird.service'])
     assert 'Type=oneshot\nRemainAfterExit=yes\n' in unit and 'Before=bird.service\n' in unit
     assert 'After=network-online.target trainnet-control-plane-lo.service\n' in unit
@@ -141,7 +147,6 @@ def test_the_kernel_unit_builds_the_interface_from_its_files():
         ('ExecStart', ['/usr/sbin/ip', 'link', 'add', 'wg-usw', 'type', 'wireguard']),
         ('ExecStart', ['/usr/bin/wg', 'setconf', 'wg-usw', '/etc/trainnet/wireguard/wg-usw.conf']),
         ('ExecStart', ['/usr/bin/wg', 'set', 'wg-usw', 'private-key', '/etc/trainnet/wireguard/private.key']),
-        ('ExecStart', ['/usr/bin/wg', 'set', 'wg-usw', 'peer', REAL_KEYS[0], 'preshared-key', '/etc/trainnet/wireguard/psk']),
         ('ExecStart', ['/usr/sbin/ip', 'address', 'replace', '10.255.1.2', 'peer', '10.255.2.1', 'dev', 'wg-usw']),
         ('ExecStart', ['/usr/sbin/ip', 'link', 'set', 'dev', 'wg-usw', 'mtu', '1340', 'up']),
         ('ExecStopPost', ['/usr/sbin/ip', 'link', 'delete', 'wg-usw'])]

@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.longhaul.trainnet.plugins.module_utils import control_plane_status as status_utils
 from ansible_collections.longhaul.trainnet.plugins.module_utils.command import CommandResult
 from ansible_collections.longhaul.trainnet.plugins.modules import control_plane_status
+from ansible_collections.longhaul.trainnet.plugins.module_utils.wireguard import render_config
 from ansible_collections.longhaul.trainnet.tests.unit.plugins.modules.utils import (
     mock, module_patches, patch_module_args, read_fixture, run_main,
 )
@@ -61,8 +62,8 @@ def run(params, host, check_mode=False):
 
 @pytest.fixture(name='settings')
 def fixture_settings(tmp_path):
-    (tmp_path / 'wg-usw-anchor.env').write_text("PEER='usw-anchor'\n")
-    (tmp_path / 'wg-use-anchor.env').write_text("PEER='use-anchor'\n")
+    for peer in ('usw-anchor', 'use-anchor'):
+        (tmp_path / ('wg-%s.conf' % peer)).write_text(render_config(0, [{'public_key': 'yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=', 'comment': peer}]))
     return str(tmp_path)
 
 
