@@ -26,6 +26,7 @@ __metaclass__ = type
 import ipaddress
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.config_value import is_unit_text, problem as value_problem
+from ansible_collections.longhaul.trainnet.plugins.module_utils.wireguard import render_config
 from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import MIN_TUNNEL_PATH_MTU, WIREGUARD_OVERHEAD
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, mtu_floor
 
@@ -232,18 +233,14 @@ def key_problems(public_keys):
 
 
 def render_peers(peers, public_keys):
-    """The [Peer] sections of wg-sync's configuration (`wg setconf` format; the private key is set
-    apart, from its file on the host). A peer whose key is not known yet gets a placeholder of a
-    key's length, so the size is exact before keys exist."""
-    sections = []
-    for peer in peers:
-        key = public_keys.get(peer['name']) or 'X' * PUBLIC_KEY_CHARS
-        lines = ['[Peer]', '# %s (%s)' % (peer['name'], peer['site']), 'PublicKey = %s' % key,
-                 'Endpoint = %s' % peer['endpoint'], 'AllowedIPs = %s' % ', '.join(peer['allowed_ips'])]
-        if peer['keepalive']:
-            lines.append('PersistentKeepalive = %d' % peer['keepalive'])
-        sections.append('\n'.join(lines) + '\n')
-    return '\n'.join(sections)
+    """The [Peer] sections of wg-sync's configuration, as the wireguard_interface module writes them. A
+    peer whose key is not known yet gets a placeholder of a key's length, so the size is exact before
+    keys exist."""
+    text = render_config(None, [{'public_key': public_keys.get(peer['name']) or 'X' * PUBLIC_KEY_CHARS,
+                                 'comment': '%s (%s)' % (peer['name'], peer['site']), 'endpoint': peer['endpoint'],
+                                 'allowed_ips': peer['allowed_ips'], 'keepalive': peer['keepalive']}
+                                for peer in peers])
+    return text[len('[Interface]\n\n'):] if peers else ''
 
 
 def scaling(site_sizes, mesh_peer_limit=DEFAULT_MESH_PEER_LIMIT, network=u'10.96.0.0/12', default_mtu=1500):

@@ -190,13 +190,13 @@ def config_differences(wanted, live):
             out.append('peer %s added' % key)
             continue
         if peer.get('allowedips') != have.get('allowedips'):
-            out.append('peer %s allowed IPs %s -> %s' % (key, ', '.join(have['allowedips']) or 'none',
-                                                          ', '.join(peer['allowedips']) or 'none'))
+            out.append('peer %s allowed IPs %s -> %s'
+                       % (key, ', '.join(have['allowedips']) or 'none', ', '.join(peer['allowedips']) or 'none'))
         if (peer.get('presharedkey') or None) != (have.get('presharedkey') or None):
             out.append('peer %s pre-shared key' % key)
         if str(peer.get('persistentkeepalive', 'off')) != str(have.get('persistentkeepalive', 'off')):
-            out.append('peer %s keepalive %s -> %s' % (key, have.get('persistentkeepalive', 'off'),
-                                                        peer.get('persistentkeepalive', 'off')))
+            out.append('peer %s keepalive %s -> %s'
+                       % (key, have.get('persistentkeepalive', 'off'), peer.get('persistentkeepalive', 'off')))
         if peer.get('endpoint') and not have.get('endpoint'):
             out.append('peer %s endpoint %s' % (key, peer['endpoint']))
     return out

@@ -31,8 +31,9 @@ description:
     (DF set, the interface MTU) through the interface within O(verify_timeout). When one does not, the
     previous files and the previous live state (or no interface, when there was none) are put back, the
     previous state is pinged again and the module fails naming what did not answer. The previous state comes
-    back 5 s after the verify failed (at most O(verify_timeout)): peers verifying towards this end at the same
-    time must not take its restored, smaller MTU (their echo replies fragmented on the way back) for success.
+    back 5 s after the verify failed (at most O(verify_timeout)), so that peers verifying towards this end at
+    the same time do not take its restored, smaller MTU (their echo replies fragmented on the way back) for
+    success.
   - 'Several ends changing together (both ends of a tunnel, every node of a mesh): call it with O(verify) empty
     on every end first, then with O(state=verified) on every end. The first call records the state to go back
     to (C(.NAME.unverified.json) in O(config_dir), mode C(0600), without the private key); the second pings,
@@ -235,6 +236,7 @@ LIMIT = 30      # seconds for one wg, ip or systemctl call
 # within a second or two of each other; the hold lets theirs end first.
 ROLLBACK_HOLD = 5
 UNIT_DIR = '/etc/systemd/system'
+SYS_NET = '/sys/class/net'
 
 
 class Interface(object):
@@ -265,14 +267,14 @@ class Interface(object):
 
     # --- the live interface -------------------------------------------------------------------
     def exists(self):
-        return os.path.exists('/sys/class/net/%s' % self.name)
+        return os.path.exists(os.path.join(SYS_NET, self.name))
 
     def live(self):
         """(wg showconf text with its secrets, addresses, mtu): held in memory for the comparison and a
         rollback, never returned."""
         shown = self.run([WG, 'showconf', self.name])
         addrs = self.run([IP, '-j', 'address', 'show', 'dev', self.name])
-        with open('/sys/class/net/%s/mtu' % self.name) as handle:
+        with open(os.path.join(SYS_NET, self.name, 'mtu')) as handle:
             mtu = int(handle.read().strip())
         return shown.out, live_addresses(json.loads(addrs.out or '[]')), mtu
 
@@ -449,7 +451,7 @@ class Interface(object):
         self.result['changes'] = ['unverified: %s' % '; '.join(pending.get('changes') or ['a change'])]
         if self.module.check_mode:
             return self.result
-        with open('/sys/class/net/%s/mtu' % self.name) as handle:
+        with open(os.path.join(SYS_NET, self.name, 'mtu')) as handle:
             mtu = int(handle.read().strip())
         self.verify_or_roll_back(pending, mtu)
         return self.result

@@ -729,8 +729,10 @@ def test_a_change_of_every_tunnel_goes_one_path_at_a_time_in_place(every_host_on
         runs = [t for t, prev in zip(both[1:], both) if t - prev < 0.2]
         assert not runs, "%s had both paths down at %s" % (name, both[:20])
     # Each host changed its two tunnels in two of the three path steps, each verified.
-    steps = [task_lines(run["output"], "Tunnel path | Apply this end and verify", name) for name in (MASTER, USW, USE)]
+    steps = [task_lines(run["output"], "Tunnel path | Apply this end]", name) for name in (MASTER, USW, USE)]
     assert all(r == ["changed", "changed"] for r in steps), steps
+    verified = [task_lines(run["output"], "Tunnel path | Verify the peer answers", name) for name in (MASTER, USW, USE)]
+    assert all(r == ["ok", "ok"] for r in verified), verified
 
 
 def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a):
@@ -740,6 +742,7 @@ def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a)
     before the master's other tunnel and the run fails saying why. Every tunnel then still carries
     traffic with A, and every configuration file of the master holds A."""
     assert every_host_on_psk_a["rc"] == 0, every_host_on_psk_a["output"][-3000:]
+
     def configured_psks():
         return on(MASTER).check_output("grep -h '^PresharedKey' /etc/trainnet/wireguard/wg-*.conf").split()
     assert set(configured_psks()) == {"PresharedKey", "=", PSK_A}
@@ -752,7 +755,7 @@ def test_a_preshared_key_changed_under_limit_is_rolled_back(every_host_on_psk_a)
     assert "pre-shared key" in output and "not with --limit" in output, output[-3000:]
     assert "the previous configuration was put back and every address answers again" in output, output[-3000:]
     # One path changed (and rolled back); the rollout stopped before the other one.
-    assert task_lines(output, "Tunnel path | Apply this end and verify", MASTER) == ["fatal"], output[-3000:]
+    assert task_lines(output, "Tunnel path | Verify the peer answers", MASTER) == ["fatal"], output[-3000:]
     for peer in peers_of(MASTER):
         ifname = IF_TO[peer]
         assert wait_for(lambda ifname=ifname, peer=peer: master.run(

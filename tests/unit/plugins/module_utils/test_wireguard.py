@@ -55,8 +55,8 @@ def test_good_input_has_no_problem():
 
 
 def test_each_bad_input_is_named():
-    assert check(name='wg-usw\nExecStart=/bin/sh') == ["name 'wg-usw\nExecStart=/bin/sh' must be an interface name "
-                                                        "(1-15 of A-Z a-z 0-9 . _ -)"]
+    assert check(name='wg-usw\nExecStart=/bin/sh') == [
+        "name 'wg-usw\nExecStart=/bin/sh' must be an interface name (1-15 of A-Z a-z 0-9 . _ -)"]
     assert check(mtu=500) == ['mtu 500 must be 576-9000']
     assert check(listen_port=70000) == ['listen_port 70000 must be 0-65535']
     assert check(addresses=['10.0.0.1 via 10.0.0.2']) == [
