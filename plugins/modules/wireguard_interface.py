@@ -129,8 +129,9 @@ options:
     elements: str
     default: []
   verify:
-    description: Addresses that must answer a full-size ping (DF) through the interface after a change; required
-      with O(state=verified).
+    description: Addresses that must answer a full-size ping (DF) through the interface after a change. With
+      O(state=verified) and none (a run limited to this end), the change stays recorded as unverified for a
+      later call.
     type: list
     elements: str
     default: []
@@ -449,7 +450,9 @@ class Interface(object):
         if pending is None:
             return self.result
         self.result['changes'] = ['unverified: %s' % '; '.join(pending.get('changes') or ['a change'])]
-        if self.module.check_mode:
+        if self.module.check_mode or not self.module.params['verify']:
+            # No address to ask (a run limited to this end): the change stays unverified, and the state
+            # to go back to stays the one before it, until a run with its peers verifies it.
             return self.result
         with open(os.path.join(SYS_NET, self.name, 'mtu')) as handle:
             mtu = int(handle.read().strip())
@@ -528,8 +531,6 @@ def main():
     interface = Interface(module)
     problems = check_input(params['name'], params['listen_port'], params['addresses'], params['mtu'],
                            params['peers'], params['implementation'], params['verify'])
-    if params['state'] == 'verified' and not params['verify']:
-        problems.append('state=verified needs the addresses to ping (verify)')
     if not 1 <= params['verify_timeout'] <= 600:
         problems.append('verify_timeout %d must be 1-600' % params['verify_timeout'])
     if problems:

@@ -213,6 +213,9 @@ def test_apply_then_verify_rolls_a_black_holed_mtu_back(host):
     applied = call(host, mtu=1440)
     assert applied['changed'] is True and host.mtu() == 1440
     assert os.path.exists(os.path.join(host.root, 'etc', '.wgt0.unverified.json'))
+    # no address to ask (a run limited to this end): still unverified, nothing rolled back
+    unasked = call(host, state='verified', verify=[])
+    assert unasked['changes'] == ['unverified: mtu 1420 -> 1440'] and host.mtu() == 1440
     failed = call(host, state='verified', verify=['10.9.0.2'], verify_timeout=1)
     assert failed['failed'] is True and failed['rolled_back'] is True
     assert failed['msg'] == ('wgt0: no answer from 10.9.0.2 through wgt0 within 1 s with 1440-byte packets (DF) '
