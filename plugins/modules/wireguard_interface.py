@@ -345,8 +345,7 @@ class Interface(object):
         if self.exists():
             self.run([IP, 'link', 'delete', self.name])
         self.write_files(None, None)
-        if os.path.exists(self.pending_path):
-            os.unlink(self.pending_path)
+        self.forget_pending()
         return self.result
 
     # --- state=present ---------------------------------------------------------------------------
@@ -439,6 +438,10 @@ class Interface(object):
     def pending_path(self):
         return os.path.join(self.module.params['config_dir'], '.%s.unverified.json' % self.name)
 
+    def forget_pending(self):
+        if os.path.exists(self.pending_path):
+            os.unlink(self.pending_path)
+
     def load_pending(self):
         text = self.read(self.pending_path)
         return json.loads(text) if text else None
@@ -464,8 +467,7 @@ class Interface(object):
         missing = self.unanswered(params['verify'], mtu, params['verify_timeout'])
         self.result['verified'] = [t for t in params['verify'] if t not in missing]
         if not missing:
-            if os.path.exists(self.pending_path):
-                os.unlink(self.pending_path)
+            self.forget_pending()
             return
         time.sleep(min(ROLLBACK_HOLD, params['verify_timeout']))
         self.rollback(before, 'no answer from %s through %s within %d s with %d-byte packets (DF) after: %s'
@@ -481,8 +483,7 @@ class Interface(object):
             self.write_files(None, None)
         else:
             self.write_files(before['config'], before['unit'])
-        if os.path.exists(self.pending_path):
-            os.unlink(self.pending_path)
+        self.forget_pending()
         if before['live'] is None:
             self.systemctl('disable', '--now', self.unit, check=False)
             if self.exists():
