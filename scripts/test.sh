@@ -38,6 +38,8 @@ gate() {
 
 # The three gates that need no containers run side by side (they share nothing), each to its own
 # log, shown in order once all have finished; the rest run one at a time (they share podman and the lab).
+# The unit tests, the longest of the three, keep both cores once the other two are done: two workers,
+# each test file on one of them (a file's fixtures stay in one process; ports are ephemeral).
 gates_side_by_side() {
   local specs=("$@") pids=() names=() starts=() i=0
   for spec in "${specs[@]}"; do
@@ -61,7 +63,7 @@ gates_side_by_side() {
 
 gates_side_by_side "ansible-lint ansible-lint --offline" \
   "sanity bash scripts/sanity.sh" \
-  "unit python -m pytest -q -p no:cacheprovider tests/unit"
+  "unit python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/unit"
 # The molecule scenarios one at a time: they are CPU-bound (podman exec, Ansible), so two side by
 # side on two cores took as long as one after the other (measured), with timing tests squeezed.
 gate molecule-default molecule test -s default

@@ -11,13 +11,14 @@ import re
 import secrets
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
 
-# Read the instance over `podman exec` (fast); the role itself runs through ansible-playbook.
-testinfra_hosts = ["podman://" + name for name in testinfra.utils.ansible_runner.AnsibleRunner(
+# Read the instance through nsenter (molecule/conftest.py); the role itself runs through ansible-playbook.
+testinfra_hosts = ["podman-nsenter://" + name for name in testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")]
 
 BAD_INPUTS = [
@@ -88,6 +89,7 @@ AD_HOC = [
      {"require": ["bogus"]}, ["require", "bogus"]),
 ]
 
+AD_HOC_SYSCTL_FILE = "/etc/sysctl.d/90-trainnet-bad-input.conf"
 INSTANCE = "trainnet-molecule-bad-input"
 ANCHOR_A, ANCHOR_B = "trainnet-bad-input-anchor-a", "trainnet-bad-input-anchor-b"
 SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
@@ -116,19 +118,39 @@ LATER_TASKS = re.compile(r"TASK \[longhaul\.trainnet\.data_plane : (BBR|Sysctl|I
 VOLATILE = re.compile(r"^net\.netfilter\.nf_conntrack_count\b")
 
 
+# The acceptance snapshot: net sysctls, links, and the files the role would write; then what the
+# control_plane role would touch (addresses on lo, units, nftables, BIRD, its programs). One command
+# for all of it: each command into the container is a process start (podman_nsenter) and a shell.
+SNAPSHOT = [
+    ("sysctl", "sysctl -a --pattern '^net\\.' 2>/dev/null"),
+    ("ip link", "ip -o link"),
+    ("files", "ls -la --time-style=full-iso /etc/sysctl.d /etc/trainnet /etc/modules-load.d 2>&1"),
+    ("addresses", "ip -o address"),
+    ("control plane files", "ls -la --time-style=full-iso /etc/systemd/system /etc/bird /usr/local/libexec/trainnet "
+                            "/etc/wireguard 2>&1"),
+    ("nft", "nft list ruleset 2>&1"),
+]
+SECTION = "=== trainnet bad_input snapshot: "
+
+
+def sections(host, commands):
+    """Runs (name, shell command) pairs as one command on the host; returns each one's output by name."""
+    out = host.run("; ".join("echo '%s%s'; %s" % (SECTION, name, command) for name, command in commands)).stdout
+    parts, name = {}, None
+    for line in out.splitlines():
+        if line.startswith(SECTION):
+            name = line[len(SECTION):]
+            parts[name] = []
+        elif name is not None:
+            parts[name].append(line)
+    assert sorted(parts) == sorted(name for name, _ in commands), out[-2000:]
+    return parts
+
+
 def snapshot(host):
-    """Net sysctls, links, and the files the role would write (the acceptance snapshot)."""
-    sysctls = host.run("sysctl -a --pattern '^net\\.' 2>/dev/null").stdout
-    return {
-        "sysctl": "\n".join(line for line in sysctls.splitlines() if not VOLATILE.match(line)),
-        "ip link": host.run("ip -o link").stdout,
-        "files": host.run("ls -la --time-style=full-iso /etc/sysctl.d /etc/trainnet /etc/modules-load.d 2>&1").stdout,
-        # what the control_plane role would touch: addresses on lo, units, nftables, BIRD, its programs
-        "addresses": host.run("ip -o address").stdout,
-        "control plane files": host.run("ls -la --time-style=full-iso /etc/systemd/system /etc/bird "
-                                        "/usr/local/libexec/trainnet /etc/wireguard 2>&1").stdout,
-        "nft": host.run("nft list ruleset 2>&1").stdout,
-    }
+    parts = sections(host, SNAPSHOT)
+    parts["sysctl"] = [line for line in parts["sysctl"] if not VOLATILE.match(line)]
+    return {name: "\n".join(lines) for name, lines in parts.items()}
 
 
 @pytest.fixture(scope="module")
@@ -147,15 +169,20 @@ def assert_same_as(host, before):
         assert after[part] == text, part
 
 
+UNTOUCHED_ABSENT = ("/etc/sysctl.d/90-trainnet-data-plane.conf", "/etc/trainnet",
+                    "/etc/systemd/system/trainnet-data-plane-link.service")
+# Debian 12 defaults (and the prepared MTU), untouched.
+UNTOUCHED_VALUES = {"/sys/class/net/sync0/mtu": "1500", "/proc/sys/net/ipv4/tcp_fastopen": "1",
+                    "/proc/sys/net/ipv4/tcp_slow_start_after_idle": "1", "/proc/sys/net/ipv4/tcp_mtu_probing": "0"}
+
+
 def assert_untouched(host):
-    for path in ("/etc/sysctl.d/90-trainnet-data-plane.conf", "/etc/trainnet",
-                 "/etc/systemd/system/trainnet-data-plane-link.service"):
-        assert not host.file(path).exists, path
-    assert host.file("/sys/class/net/sync0/mtu").content_string.strip() == "1500"
-    # Debian 12 defaults, untouched.
-    assert host.file("/proc/sys/net/ipv4/tcp_fastopen").content_string.strip() == "1"
-    assert host.file("/proc/sys/net/ipv4/tcp_slow_start_after_idle").content_string.strip() == "1"
-    assert host.file("/proc/sys/net/ipv4/tcp_mtu_probing").content_string.strip() == "0"
+    parts = sections(host, [(path, "test -e %s && echo exists || echo absent" % path) for path in UNTOUCHED_ABSENT]
+                     + [(path, "cat %s" % path) for path in UNTOUCHED_VALUES])
+    for path in UNTOUCHED_ABSENT:
+        assert parts[path] == ["absent"], path
+    for path, value in UNTOUCHED_VALUES.items():
+        assert "".join(parts[path]).strip() == value, (path, parts[path])
 
 
 def test_prepared_host_starts_untouched(host, before):
@@ -167,12 +194,8 @@ def test_prepared_host_starts_untouched(host, before):
 
 
 @pytest.mark.parametrize("case, extra_vars, expected", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
-def test_bad_input_rejected_before_any_change(host, before, case, extra_vars, expected):
-    run = subprocess.run(
-        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-         os.environ["TRAINNET_BAD_INPUT_PLAYBOOK"], "-e", json.dumps(extra_vars)],
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
-        capture_output=True, text=True, timeout=300, check=False)
+def test_bad_input_rejected_before_any_change(host, before, refused_runs, case, extra_vars, expected):
+    run = refused_runs[case]
     output = run.stdout + run.stderr
     assert run.returncode != 0, "%s was accepted:\n%s" % (case, output[-3000:])
     for fragment in expected:
@@ -183,15 +206,9 @@ def test_bad_input_rejected_before_any_change(host, before, case, extra_vars, ex
 
 
 @pytest.mark.parametrize("case, module, args, expected", AD_HOC, ids=[c[0] for c in AD_HOC])
-def test_bad_input_to_the_module_ad_hoc(host, before, case, module, args, expected):
-    name = host.backend.name
-    path = "/etc/sysctl.d/90-trainnet-bad-input.conf"
-    if module.endswith("sysctl_profile"):
-        args = dict(args, path=path)
-    run = subprocess.run(
-        ["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], name, "-m", module, "-a", json.dumps(args)],
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
-        capture_output=True, text=True, timeout=120, check=False)
+def test_bad_input_to_the_module_ad_hoc(host, before, refused_runs, case, module, args, expected):
+    path = AD_HOC_SYSCTL_FILE
+    run = refused_runs[case]
     output = run.stdout + run.stderr
     assert run.returncode != 0, "%s was accepted:\n%s" % (case, output[-3000:])
     for fragment in expected:
@@ -219,16 +236,44 @@ def topology(host_vars):
                      "control_plane": {"hosts": {ANCHOR_A: hosts[ANCHOR_A], ANCHOR_B: hosts[ANCHOR_B]}}}}}
 
 
-def apply_control_plane(tmp_path, extra_vars, host_vars, extra_args=()):
+def control_plane_argv(tmp_path, extra_vars, host_vars, extra_args=()):
     """The control_plane role on the instance (apply_control_plane.yml), with the scenario's inventory
     plus the control-plane topology."""
     inventory = tmp_path / "control_plane.yml"
     inventory.write_text(json.dumps(topology(host_vars)))  # JSON is YAML
-    return subprocess.run(
-        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-i", str(inventory),
-         os.path.join(SCENARIO, "apply_control_plane.yml"), "-e", json.dumps(extra_vars)] + list(extra_args),
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
-        capture_output=True, text=True, timeout=300, check=False)
+    return (["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-i", str(inventory),
+             os.path.join(SCENARIO, "apply_control_plane.yml"), "-e", json.dumps(extra_vars)] + list(extra_args))
+
+
+def run_ansible(argv, timeout=300):
+    return subprocess.run(argv, env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def apply_control_plane(tmp_path, extra_vars, host_vars, extra_args=()):
+    return run_ansible(control_plane_argv(tmp_path, extra_vars, host_vars, extra_args))
+
+
+@pytest.fixture(scope="module")
+def refused_runs(host, before, tmp_path_factory):
+    """Every bad input of the lists above, run once each, a few at a time: an ansible-playbook run is
+    one CPU-bound process (about 4 s here, most of it Ansible starting), and the cases share nothing:
+    each must be refused before the host changes, so the host every test then compares with `before`
+    is the one all of them left."""
+    name = host.backend.name
+    argvs = {}
+    for case, extra_vars, _ in BAD_INPUTS:
+        argvs[case] = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+                       os.environ["TRAINNET_BAD_INPUT_PLAYBOOK"], "-e", json.dumps(extra_vars)]
+    for case, module, args, _ in AD_HOC:
+        if module.endswith("sysctl_profile"):
+            args = dict(args, path=AD_HOC_SYSCTL_FILE)
+        argvs[case] = ["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], name, "-m", module, "-a", json.dumps(args)]
+    for case, extra_vars, host_vars, _ in CONTROL_PLANE_BAD_INPUTS:
+        argvs[case] = control_plane_argv(tmp_path_factory.mktemp(case), extra_vars, host_vars)
+    with ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1) as pool:
+        futures = {case: pool.submit(run_ansible, argv) for case, argv in argvs.items()}
+        return {case: future.result() for case, future in futures.items()}
 
 
 def assert_refused_before_any_change(host, before, case, run, expected):
@@ -245,10 +290,9 @@ def assert_refused_before_any_change(host, before, case, run, expected):
 
 @pytest.mark.parametrize("case, extra_vars, host_vars, expected", CONTROL_PLANE_BAD_INPUTS,
                          ids=[c[0] for c in CONTROL_PLANE_BAD_INPUTS])
-def test_control_plane_bad_input_rejected_before_any_change(host, before, tmp_path, case, extra_vars, host_vars,
+def test_control_plane_bad_input_rejected_before_any_change(host, before, refused_runs, case, extra_vars, host_vars,
                                                             expected):
-    run = apply_control_plane(tmp_path, extra_vars, host_vars)
-    assert_refused_before_any_change(host, before, case, run, expected)
+    assert_refused_before_any_change(host, before, case, refused_runs[case], expected)
 
 
 def test_control_plane_good_topology_passes_the_check(host, before, tmp_path):

@@ -40,12 +40,12 @@ IF_TO = {MASTER: "wg-id1", USW: "wg-id2", USE: "wg-id3"}
 UNDERLAY = {MASTER: "192.0.2.1", USW: "192.0.2.2", USE: "192.0.2.3"}
 TUNNEL_ADDRESS = {MASTER: "198.19.254.1", USW: "198.19.254.2", USE: "198.19.254.3"}
 
-testinfra_hosts = ["podman://" + name for name in
+testinfra_hosts = ["podman-nsenter://" + name for name in
                    testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
 
 
 def on(name):
-    return testinfra.get_host("podman://" + name)
+    return testinfra.get_host("podman-nsenter://" + name)
 
 
 def name_of(host):

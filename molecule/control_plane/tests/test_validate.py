@@ -20,7 +20,7 @@ TABLE = "trainnet_test_validate"
 
 
 def on(name):
-    return testinfra.get_host("podman://" + name)
+    return testinfra.get_host("podman-nsenter://" + name)
 
 
 def validate(*extra):

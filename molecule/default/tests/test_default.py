@@ -16,9 +16,9 @@ ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 MIN_BUFFER_FOR_LARGEST_LINK = 50_000_000
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-# Instances are podman containers named like their inventory host; `podman exec` is much faster
-# than testinfra's ansible backend for the many small reads below.
-testinfra_hosts = ["podman://" + name for name in
+# Instances are podman containers named like their inventory host, entered with nsenter
+# (molecule/conftest.py): far cheaper than `podman exec` or testinfra's ansible backend per read.
+testinfra_hosts = ["podman-nsenter://" + name for name in
                    testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
 
 

@@ -42,11 +42,11 @@ PROM = "/var/lib/prometheus/node-exporter/trainnet_egress_pool.prom"
 CURL = ("bash -c 'set -a; . /etc/trainnet/egress_pool.env; set +a; "
         "curl -sS -o /dev/null -w \"%%{http_code}\\n\" --max-time 20 --cacert %s %s'" % (CA, URL))
 
-testinfra_hosts = ["podman://" + LOADER]
+testinfra_hosts = ["podman-nsenter://" + LOADER]
 
 
 def on(name):
-    return testinfra.get_host("podman://" + name)
+    return testinfra.get_host("podman-nsenter://" + name)
 
 
 def wait_for(predicate, seconds, step=0.5):

@@ -30,12 +30,12 @@ KEY_DIR = "/etc/trainnet/sync_tunnel"
 UNIT = "trainnet-wg-%s.service" % IFACE
 CONFIG = "%s/%s.conf" % (KEY_DIR, IFACE)
 
-testinfra_hosts = ["podman://" + name for name in
+testinfra_hosts = ["podman-nsenter://" + name for name in
                    testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
 
 
 def on(name):
-    return testinfra.get_host("podman://" + name)
+    return testinfra.get_host("podman-nsenter://" + name)
 
 
 def name_of(host):

@@ -15,12 +15,12 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
 STORE, GPU1, GPU2 = "trainnet-molecule-tj-store", "trainnet-molecule-tj-gpu1", "trainnet-molecule-tj-gpu2"
 
-testinfra_hosts = ["podman://" + name for name in
+testinfra_hosts = ["podman-nsenter://" + name for name in
                    testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")]
 
 
 def on(name):
-    return testinfra.get_host("podman://" + name)
+    return testinfra.get_host("podman-nsenter://" + name)
 
 
 def train(tmp_path, run_id, *extra):
