@@ -5,13 +5,12 @@ an idle machine, over a second under load, for hundreds of small reads per verif
 Same argv builder as the connection (plugin_utils/nsenter.py): the container's environment, root and
 working directory; the user and cgroup namespaces stay the host's, as for the roles."""
 
-import json
 import subprocess
 
 import testinfra.backend
 from testinfra.backend import base
 
-from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import nsenter_argv, process_start_time
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import inspect_argv, is_current, nsenter_argv, parse_target
 
 SCHEME = "podman-nsenter"
 
@@ -29,19 +28,15 @@ class NsenterBackend(base.BaseBackend):
     def target(self):
         """{pid, start, env} of the container, looked up again once its PID 1 is gone or another
         (a restarted container gets a new one)."""
-        if self._target is None or process_start_time(self._target["pid"]) != self._target["start"]:
-            found = subprocess.run(
-                ["podman", "inspect", "--type", "container", "--format",
-                 "{{json .State.Pid}} {{json .Config.Env}}", self.name],
-                capture_output=True, text=True, timeout=60, check=False)
-            if found.returncode != 0:
-                raise RuntimeError("podman inspect %s: %s" % (self.name, found.stderr.strip()))
-            pid_text, env_text = found.stdout.strip().split(" ", 1)
-            pid = int(pid_text)
-            start = process_start_time(pid) if pid > 0 else None
-            if start is None:
-                raise RuntimeError("container %s is not running (PID %d)" % (self.name, pid))
-            self._target = {"pid": pid, "start": start, "env": [str(item) for item in json.loads(env_text) or []]}
+        if self._target is None or not is_current(self._target):
+            found = subprocess.run(inspect_argv("podman", self.name), capture_output=True, text=True,
+                                   timeout=60, check=False)
+            try:
+                if found.returncode != 0:
+                    raise ValueError(found.stderr.strip())
+                self._target = parse_target(found.stdout)
+            except ValueError as exc:
+                raise RuntimeError("container %s: %s" % (self.name, exc)) from exc
         return self._target
 
     def run(self, command, *args, **kwargs):

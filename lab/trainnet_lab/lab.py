@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import nsenter_argv, process_start_time
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import inspect_argv, is_current, nsenter_argv, parse_target
 
 from . import STATE_ROOT, netns, object_store
 from .netns import CommandError, ip, ip_batch
@@ -112,7 +112,7 @@ class Lab:
         self.emulator_log = self.state_dir / "emulator.log"
         self.state: dict = {}
         # Per container: (PID, its start time, the container's environment), from one podman inspect.
-        self._nsenter_targets: dict[str, tuple[int, str, list[str]]] = {}
+        self._nsenter_targets: dict[str, dict] = {}
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -770,27 +770,21 @@ class Lab:
         if self.spec.host_kind == "container":
             target = self._nsenter_target(host)
             if target is not None:
-                return nsenter_argv("nsenter", target[0], target[2], None, argv)
+                return nsenter_argv("nsenter", target["pid"], target["env"], None, argv)
             return ["podman", "exec", self.spec.container(host), *argv]
         return ["ip", "netns", "exec", self.spec.host_netns(host), *argv]
 
-    def _nsenter_target(self, host: str) -> tuple[int, str, list[str]] | None:
+    def _nsenter_target(self, host: str) -> dict | None:
         """The container's first process and environment (inspected again once that process is
         gone: a restarted container), or None when it does not run (podman exec then says why)."""
         target = self._nsenter_targets.get(host)
-        if target is not None and process_start_time(target[0]) == target[1]:
+        if target is not None and is_current(target):
             return target
-        done = podman("inspect", "--type", "container", "--format", "{{json .State.Pid}} {{json .Config.Env}}",
-                      self.spec.container(host), check=False, timeout=30)
+        done = podman(*inspect_argv("podman", self.spec.container(host))[1:], check=False, timeout=30)
         try:
-            pid_text, env_text = done.stdout.strip().split(" ", 1)
-            pid, env = int(pid_text), [str(item) for item in (json.loads(env_text) or [])]
+            self._nsenter_targets[host] = parse_target(done.stdout)
         except ValueError:
             return None
-        start = process_start_time(pid) if pid > 0 else None
-        if start is None:
-            return None
-        self._nsenter_targets[host] = (pid, start, env)
         return self._nsenter_targets[host]
 
     def run_on(self, host: str, argv: list[str], *, timeout: float = 60,

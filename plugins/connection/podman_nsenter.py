@@ -64,7 +64,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.process import get_bin_path
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible_collections.longhaul.trainnet.plugins.connection.podman_exec import Connection as PodmanExec
-from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import nsenter_argv, process_start_time
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import inspect_argv, is_current, nsenter_argv, parse_target
 from ansible.utils.display import Display
 
 display = Display()
@@ -75,12 +75,10 @@ def cached_target(path):
     try:
         with open(path) as handle:
             entry = json.load(handle)
-        pid = int(entry['pid'])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
-    # No start time means the process is gone (or never was): an entry must name a live process.
-    start = process_start_time(pid) if pid > 0 else None
-    if start is None or start != entry.get('start') or not isinstance(entry.get('env'), list):
+    # An entry must name a live process, the one it was written for.
+    if not isinstance(entry, dict) or not isinstance(entry.get('env'), list) or not is_current(entry):
         return None
     return entry
 
@@ -121,23 +119,14 @@ class Connection(PodmanExec):
         if entry is not None:
             return entry
         container = self.get_option('remote_addr')
-        proc = subprocess.run([self._podman, 'inspect', '--type', 'container', '--format',
-                               '{{json .State.Pid}} {{json .Config.Env}}', container],
+        proc = subprocess.run(inspect_argv(self._podman, container),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
         try:
             if proc.returncode != 0:
                 raise ValueError(to_native(proc.stderr, errors='surrogate_or_replace').strip())
-            pid_text, env_text = to_native(proc.stdout).strip().split(' ', 1)
-            pid, env = int(pid_text), json.loads(env_text) or []
-            if pid <= 0:
-                raise ValueError('not running')
-            start = process_start_time(pid)
-            if start is None:
-                # podman's state can outlive the process (a host that was suspended or rebooted).
-                raise ValueError('podman reports PID %d but no such process exists; restart the container' % pid)
+            entry = parse_target(to_native(proc.stdout, errors='surrogate_or_replace'))
         except ValueError as exc:
             raise AnsibleConnectionFailure('podman_nsenter: container %s: %s' % (container, exc)) from exc
-        entry = {'pid': pid, 'start': start, 'env': [str(item) for item in env]}
         handle, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.entry-')
         with os.fdopen(handle, 'w') as out:
             json.dump(entry, out)

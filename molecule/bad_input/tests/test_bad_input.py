@@ -143,7 +143,7 @@ def sections(host, commands):
             parts[name] = []
         elif name is not None:
             parts[name].append(line)
-    assert sorted(parts) == sorted(name for name, _ in commands), out[-2000:]
+    assert sorted(parts) == sorted(name for name, _command in commands), out[-2000:]
     return parts
 
 
@@ -262,14 +262,14 @@ def refused_runs(host, before, tmp_path_factory):
     is the one all of them left."""
     name = host.backend.name
     argvs = {}
-    for case, extra_vars, _ in BAD_INPUTS:
+    for case, extra_vars, _expected in BAD_INPUTS:
         argvs[case] = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
                        os.environ["TRAINNET_BAD_INPUT_PLAYBOOK"], "-e", json.dumps(extra_vars)]
-    for case, module, args, _ in AD_HOC:
+    for case, module, args, _expected in AD_HOC:
         if module.endswith("sysctl_profile"):
             args = dict(args, path=AD_HOC_SYSCTL_FILE)
         argvs[case] = ["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], name, "-m", module, "-a", json.dumps(args)]
-    for case, extra_vars, host_vars, _ in CONTROL_PLANE_BAD_INPUTS:
+    for case, extra_vars, host_vars, _expected in CONTROL_PLANE_BAD_INPUTS:
         argvs[case] = control_plane_argv(tmp_path_factory.mktemp(case), extra_vars, host_vars)
     with ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1) as pool:
         futures = {case: pool.submit(run_ansible, argv) for case, argv in argvs.items()}

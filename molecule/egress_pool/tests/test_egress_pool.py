@@ -84,6 +84,7 @@ def clients_since(mark):
 
 def fetch(count):
     out = on(LOADER).run(" ; ".join([CURL] * count))
+    print("fetch(%d): %s %s" % (count, out.stdout.split(), out.stderr.strip()))   # shown when a test fails
     return out.stdout.split()
 
 
@@ -99,11 +100,15 @@ def cache_log_length():
 
 def wait_reconfigured(mark):
     """`squid -k reconfigure` only signals Squid: it has applied the new configuration when it
-    reopens its listening port, logged after line MARK of cache.log."""
+    reopens its listening port, logged after line MARK of cache.log, and the port listens again."""
     def reopened():
         lines = on(LOADER).check_output("tail -n +%s /var/log/squid/cache.log", str(mark + 1))
         return "Accepting HTTP Socket connections" in lines
     assert wait_for(reopened, 30), on(LOADER).check_output("tail -n 20 /var/log/squid/cache.log")
+
+    def listening():
+        return on(LOADER).check_output("ss -Hltn 'sport = :3128'").strip() != ""
+    assert wait_for(listening, 30), on(LOADER).check_output("ss -ltnp")
 
 
 @pytest.fixture(name="all_upstreams_back")

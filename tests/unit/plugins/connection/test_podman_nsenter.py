@@ -11,9 +11,10 @@ import sys
 import pytest
 from ansible.errors import AnsibleConnectionFailure
 from ansible.playbook.play_context import PlayContext
-from ansible_collections.longhaul.trainnet.plugins.connection import podman_nsenter
-from ansible_collections.longhaul.trainnet.plugins.connection.podman_nsenter import (
-    Connection, cached_target, nsenter_argv, process_start_time)
+from ansible_collections.longhaul.trainnet.plugins.connection.podman_nsenter import Connection, cached_target
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils import nsenter as nsenter_utils
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.nsenter import (
+    inspect_argv, is_current, nsenter_argv, parse_target, process_start_time)
 
 ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "container=podman", "HOME=/root"]
 
@@ -54,7 +55,7 @@ def test_a_numeric_user_is_set_and_a_user_name_is_refused():
 
 def test_a_user_name_fails_the_connection_naming_it(connection, monkeypatch):
     make = connection[0]
-    monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: "42")
+    monkeypatch.setattr(nsenter_utils, "process_start_time", lambda pid: "42")
     conn = make()
     conn._options["remote_user"] = "alice"
     with pytest.raises(AnsibleConnectionFailure, match="podman_nsenter: remote_user must be a numeric UID or root, not 'alice'"):
@@ -65,6 +66,28 @@ def test_start_time_is_read_past_a_command_name_with_spaces_and_parentheses():
     assert process_start_time(os.getpid()) is not None
     assert process_start_time(os.getpid()) == process_start_time(os.getpid())
     assert process_start_time(2 ** 22 + 12345) is None   # above pid_max: never a process
+
+
+def test_podman_inspect_output_becomes_a_target_or_says_why_not():
+    assert inspect_argv("podman", "c1") == ["podman", "inspect", "--type", "container", "--format",
+                                            "{{json .State.Pid}} {{json .Config.Env}}", "c1"]
+    target = parse_target("%d %s\n" % (os.getpid(), json.dumps(ENV)))
+    assert target == {"pid": os.getpid(), "start": process_start_time(os.getpid()), "env": ENV}
+    assert is_current(target)
+    assert parse_target("%d null" % os.getpid())["env"] == []
+    with pytest.raises(ValueError, match="not running"):
+        parse_target("0 null")
+    with pytest.raises(ValueError, match="PID 4206649 but no such process exists"):
+        parse_target("4206649 []")                      # above pid_max: never a process
+    for garbage in ("", "12", "x []", "12 {not json"):
+        with pytest.raises(ValueError, match="unexpected podman inspect output"):
+            parse_target(garbage)
+
+
+def test_a_target_is_current_only_while_its_process_lives():
+    assert not is_current({"pid": os.getpid(), "start": "1", "env": []})     # the PID reused
+    assert not is_current({"pid": 2 ** 22 + 12345, "start": None, "env": []})
+    assert not is_current({"pid": "x", "start": "1"}) and not is_current({}) and not is_current(None)
 
 
 def test_a_cache_entry_is_used_only_while_its_process_lives(tmp_path):
@@ -85,7 +108,7 @@ def test_a_cache_entry_is_used_only_while_its_process_lives(tmp_path):
 def test_podman_state_naming_a_vanished_process_is_a_connection_failure(connection, monkeypatch):
     make, calls, cache = connection
     # podman's state outlived the container's process (the machine was suspended or rebooted).
-    monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: None)
+    monkeypatch.setattr(nsenter_utils, "process_start_time", lambda pid: None)
     with pytest.raises(AnsibleConnectionFailure, match="no such process exists"):
         make().exec_command("true")
     assert not (cache / "trainnet-lab-cn-gpu1.json").exists()   # nothing cached that would stick
@@ -119,7 +142,7 @@ def connection(tmp_path, monkeypatch):
 def test_podman_is_asked_once_then_every_command_goes_through_nsenter(connection, monkeypatch):
     make, calls, cache = connection
     # The fake podman answers with its parent's PID: the connection's own process, alive and stable.
-    monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: "42")
+    monkeypatch.setattr(nsenter_utils, "process_start_time", lambda pid: "42")
     for round_number in range(3):
         conn = make()                       # Ansible makes a connection per task
         assert round_number < 3
@@ -133,7 +156,7 @@ def test_podman_is_asked_once_then_every_command_goes_through_nsenter(connection
 
 def test_files_go_both_ways_and_the_exit_status_comes_back(connection, tmp_path, monkeypatch):
     make = connection[0]
-    monkeypatch.setattr(podman_nsenter, "process_start_time", lambda pid: "42")
+    monkeypatch.setattr(nsenter_utils, "process_start_time", lambda pid: "42")
     conn = make()
     payload = bytes(range(256)) * 500
     source = tmp_path / "in $(file) 'name'"
