@@ -111,7 +111,7 @@ class Lab:
         self.emulator_config_file = self.state_dir / "emulator.json"
         self.emulator_log = self.state_dir / "emulator.log"
         self.state: dict = {}
-        # Per container: (PID, its start time, the container's environment), from one podman inspect.
+        # Per container: {pid, start, env} (plugin_utils/nsenter.parse_target), from one podman inspect.
         self._nsenter_targets: dict[str, dict] = {}
 
     # --- state ---------------------------------------------------------------------------------
