@@ -268,3 +268,35 @@ def ping_argv(target, ifname, mtu):
     here. IPv4 header 20 + ICMP 8; IPv6 40 + 8."""
     overhead = 48 if ipaddress.ip_address(target).version == 6 else 28
     return ['ping', '-n', '-q', '-c', '1', '-W', '1', '-M', 'do', '-s', str(int(mtu) - overhead), '-I', ifname, target]
+
+
+def _size(count):
+    for unit in ('B', 'KiB', 'MiB'):
+        if count < 1024 or unit == 'MiB':
+            return ('%d %s' % (count, unit)) if unit == 'B' else ('%.1f %s' % (count, unit))
+        count /= 1024.0
+
+
+def describe_peers(handshakes_text, transfer_text, now, small_answered):
+    """Why a verify got no answer, from `wg show IFACE latest-handshakes` and `wg show IFACE transfer`
+    (neither holds a secret) and whether a small ping through the tunnel answered: no handshake (the
+    peer is not running, has another key, or the underlay drops its UDP), or a handshake whose
+    full-size packets are lost (the path's MTU is below the tunnel's outer packet)."""
+    handshakes = dict(line.split('\t')[:2] for line in handshakes_text.splitlines() if '\t' in line)
+    notes = []
+    for line in transfer_text.splitlines():
+        fields = line.split('\t')
+        if len(fields) < 3:
+            continue
+        key, received, sent = fields[0], int(fields[1]), int(fields[2])
+        last = int(handshakes.get(key, '0') or 0)
+        traffic = 'sent %s, received %s' % (_size(sent), _size(received))
+        if last == 0:
+            notes.append('peer %s...: no handshake (%s)' % (key[:8], traffic))
+        else:
+            notes.append('peer %s...: last handshake %d s ago (%s)' % (key[:8], max(0, int(now) - last), traffic))
+    if small_answered:
+        notes.append('small pings answer: the path does not carry the tunnel\'s full-size packets')
+    elif small_answered is not None:
+        notes.append('small pings get no answer either')
+    return '; '.join(notes) or 'no peer configured'

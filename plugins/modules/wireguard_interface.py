@@ -227,7 +227,7 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import de
 from ansible_collections.longhaul.trainnet.plugins.module_utils.textfile import write_atomic
 from ansible_collections.longhaul.trainnet.plugins.module_utils.wireguard import (
     IP, WG, WireGuardInputError, address_argv, address_key, check_input, config_differences, live_addresses,
-    parse_config, ping_argv, redact, render_config, render_unit, reset_peers, without_private_key)
+    describe_peers, parse_config, ping_argv, redact, render_config, render_unit, reset_peers, without_private_key)
 
 LIMIT = 30      # seconds for one wg, ip or systemctl call
 # Seconds a failed verify keeps the new state before putting the previous one back. The peers verify
@@ -469,10 +469,18 @@ class Interface(object):
         if not missing:
             self.forget_pending()
             return
+        diagnosis = self.diagnose(missing[0])
         time.sleep(min(ROLLBACK_HOLD, params['verify_timeout']))
-        self.rollback(before, 'no answer from %s through %s within %d s with %d-byte packets (DF) after: %s'
-                      % (', '.join(missing), self.name, params['verify_timeout'], mtu,
+        self.rollback(before, 'no answer from %s through %s within %d s with %d-byte packets (DF) (%s) after: %s'
+                      % (', '.join(missing), self.name, params['verify_timeout'], mtu, diagnosis,
                          '; '.join(before.get('changes') or ['a change'])))
+
+    def diagnose(self, target):
+        """What the peers' handshakes and counters, and one small ping, say about an unanswered verify."""
+        handshakes = self.run([WG, 'show', self.name, 'latest-handshakes'], check=False)
+        transfer = self.run([WG, 'show', self.name, 'transfer'], check=False)
+        small = run_bounded(ping_argv(target, self.name, 84), 5).rc == 0
+        return describe_peers(handshakes.out, transfer.out, time.time(), small)
 
     def rollback(self, before, why):
         """Put the files and the live interface back as they were before the change (the private key

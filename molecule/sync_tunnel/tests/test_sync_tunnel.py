@@ -240,6 +240,8 @@ def test_a_tunnel_mtu_the_path_does_not_carry_is_rolled_back():
     assert run.returncode != 0, out[-3000:]
     assert re.search(r"no answer from [^\n]*%s through wgsync0" % TUNNEL[NODE3], out), out[-3000:]
     assert "with 1420-byte packets (DF)" in out and "the previous configuration was put back" in out, out[-3000:]
+    # the failure says why: the peer's handshake went through, only full-size packets are lost
+    assert "small pings answer: the path does not carry the tunnel's full-size packets" in out, out[-3000:]
     for node in NODES:
         host = on(node)
         assert host.file("/sys/class/net/%s/mtu" % IFACE).content_string.strip() == str(MTU), node

@@ -168,3 +168,21 @@ def test_the_ping_fills_the_mtu_with_df_set():
     assert wg.ping_argv('10.255.2.1', 'wg-usw', 1340) == [
         'ping', '-n', '-q', '-c', '1', '-W', '1', '-M', 'do', '-s', '1312', '-I', 'wg-usw', '10.255.2.1']
     assert wg.ping_argv('fd00::2', 'wg-usw', 1340)[10] == '1292'
+
+
+KEY_A = 'A' * 43 + '='
+KEY_B = 'B' * 43 + '='
+
+
+def test_describe_peers_tells_a_missing_handshake_from_a_path_too_small():
+    never = wg.describe_peers('%s\t0\n' % KEY_A, '%s\t0\t4440\n' % KEY_A, 1000, False)
+    assert never == 'peer AAAAAAAA...: no handshake (sent 4.3 KiB, received 0 B); small pings get no answer either'
+    shaken = wg.describe_peers('%s\t990\n' % KEY_A, '%s\t2048\t96\n' % KEY_A, 1000, True)
+    assert shaken == ("peer AAAAAAAA...: last handshake 10 s ago (sent 96 B, received 2.0 KiB); "
+                      "small pings answer: the path does not carry the tunnel's full-size packets")
+
+
+def test_describe_peers_names_every_peer_and_copes_with_nothing():
+    text = wg.describe_peers('%s\t0\n%s\t5\n' % (KEY_A, KEY_B), '%s\t0\t0\n%s\t1\t2\n' % (KEY_A, KEY_B), 4, None)
+    assert text == 'peer AAAAAAAA...: no handshake (sent 0 B, received 0 B); peer BBBBBBBB...: last handshake 0 s ago (sent 2 B, received 1 B)'
+    assert wg.describe_peers('', '', 0, None) == 'no peer configured'
