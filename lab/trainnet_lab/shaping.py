@@ -25,15 +25,12 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from ansible_collections.longhaul.trainnet.plugins.plugin_utils.wan_model import LOSS_MODELS
-from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import bdp_bytes
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.wan_model import LOSS_MODELS, auto_queue_bytes
 
 # Results of DirectedLink.offer
 ACCEPTED = 0
 DROPPED = 1
 TOO_BIG = 2
-
-MIN_AUTO_QUEUE_BYTES = 64 * 1024
 
 
 def gilbert_elliott_transitions(loss: float, burst_packets: float) -> tuple[float, float]:
@@ -84,11 +81,6 @@ class GilbertElliott:
         elif self.uniform() < self.good_to_bad:
             self.bad = True
         return self.bad
-
-
-def auto_queue_bytes(rate_mbit: float, delay_ms: float) -> int:
-    """About one bandwidth-delay product of the round trip, but never a uselessly tiny queue."""
-    return max(bdp_bytes(rate_mbit, 2 * delay_ms), MIN_AUTO_QUEUE_BYTES)
 
 
 class DirectedLink:

@@ -25,7 +25,6 @@ from ansible_collections.longhaul.trainnet.plugins.plugin_utils import wan_model
 
 from . import DEFAULT_LAB_NAME
 from .inventory import Inventory
-from .shaping import auto_queue_bytes
 
 LAB_ADDRESS_SPACE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544 benchmarking range
 DEFAULT_IMAGE = "localhost/trainnet-debian12:latest"
@@ -99,7 +98,7 @@ class Link:
 
     @property
     def effective_queue_bytes(self) -> int:
-        return self.queue_bytes or auto_queue_bytes(self.rate_mbit, self.delay_ms)
+        return self.queue_bytes or wan_model.auto_queue_bytes(self.rate_mbit, self.delay_ms)
 
     @property
     def rtt_ms(self) -> float:

@@ -74,13 +74,38 @@ def _int(value, default=None):
         return default
 
 
+def bfd_multiplier_for(interval_ms, queue_delay_ms):
+    """The smallest BFD multiplier whose detection time outlasts a full queue: a packet delayed by the
+    path's whole queueing delay plus one packet lost, interval x multiplier >= delay + 2 x interval."""
+    return max(2, -(-int(queue_delay_ms) // int(interval_ms)) + 2)
+
+
+def bfd_timing_problems(settings):
+    """BFD that declares a path dead sooner than a loaded path delays its packets takes load for a fault:
+    the route flaps (and the rendezvous address with it) while the path only carries a full queue."""
+    interval, multiplier = _int(settings.get('bfd_interval_ms')), _int(settings.get('bfd_multiplier'))
+    delay = _int(settings.get('path_queue_delay_ms', 0))
+    if delay is None or not 0 <= delay <= 10000:
+        return ['control_plane_path_queue_delay_ms=%s is outside the allowed range 0-10000'
+                % settings.get('path_queue_delay_ms')]
+    if not delay or interval is None or multiplier is None or interval < 1 or multiplier < 2:
+        return []
+    needed = bfd_multiplier_for(interval, delay)
+    if multiplier >= needed:
+        return []
+    return ['control_plane_bfd_interval_ms x control_plane_bfd_multiplier = %d ms is shorter than '
+            'control_plane_path_queue_delay_ms=%d plus two intervals: a loaded path delays BFD packets that long and '
+            'the session would go down with no fault; set control_plane_bfd_multiplier to %d or more (%d ms)'
+            % (interval * multiplier, delay, needed, interval * needed)]
+
+
 def check(hosts, settings):
     """Every problem with the input, each naming the variable and the host. [] when usable.
 
     hosts: list of {name, role ('master'|'anchor'), tunnel_address, endpoint, path_mtu,
     tunnel_mtu (0 = derived), site_prefixes, preshared_key ('' = none)}.
     settings: {tunnel_network, link_network, rendezvous_address, primary_anchor, listen_port_base,
-    bfd_interval_ms, bfd_multiplier, bfd_idle_tx_ms, keepalive}.
+    bfd_interval_ms, bfd_multiplier, bfd_idle_tx_ms, keepalive, path_queue_delay_ms (0 = unknown)}.
     """
     errors = []
     masters = [h for h in hosts if h['role'] == 'master']
@@ -108,6 +133,7 @@ def check(hosts, settings):
         if value is None or not low <= value <= high:
             errors.append('control_plane_%s=%s is outside the allowed range %d-%d'
                           % (key, settings.get(key), low, high))
+    errors += bfd_timing_problems(settings)
 
     rdv = _ip(settings.get('rendezvous_address'))
     if rdv is None or rdv.version != 4:

@@ -99,6 +99,12 @@ options:
     description: BFD interval while a session is down, in milliseconds.
     type: int
     default: 1000
+  path_queue_delay_ms:
+    description:
+      - The most queueing delay a loaded path between control hosts adds, in milliseconds (0-10000; 0 = unknown,
+        not checked). O(bfd_interval_ms) x O(bfd_multiplier) must be at least this plus two intervals.
+    type: int
+    default: 0
   keepalive:
     description: WireGuard PersistentKeepalive in seconds (0 disables).
     type: int
@@ -230,7 +236,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.longhaul.trainnet.plugins.module_utils.control_plane import PlanError, check_training, plan
 
 SETTINGS = ('tunnel_network', 'link_network', 'rendezvous_address', 'primary_anchor', 'listen_port_base',
-            'bfd_interval_ms', 'bfd_multiplier', 'bfd_idle_tx_ms', 'keepalive')
+            'bfd_interval_ms', 'bfd_multiplier', 'bfd_idle_tx_ms', 'keepalive', 'path_queue_delay_ms')
 
 
 def main():
@@ -255,6 +261,7 @@ def main():
             bfd_interval_ms=dict(type='int', default=50),
             bfd_multiplier=dict(type='int', default=3),
             bfd_idle_tx_ms=dict(type='int', default=1000),
+            path_queue_delay_ms=dict(type='int', default=0),
             keepalive=dict(type='int', default=25),
             training_nodes=dict(type='list', elements='dict', default=[], options=dict(
                 name=dict(type='str', required=True),

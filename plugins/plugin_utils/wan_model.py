@@ -11,7 +11,9 @@ standard library only (exact numbers: plugin_utils/bdp).
 A link: sites (two site names), delay_ms (one way), rate_mbit, and optionally jitter_ms, loss
 (probability in [0, 1)), loss_model/loss_burst_packets, queue_bytes (0: about one BDP), mtu (path
 MTU, MTU_MIN-MTU_MAX; 1500 when not given) and icmp_blackhole. Normalised, a link also has name
-(a<->b), rtt_ms (2 x (delay + jitter)), bandwidth_mbps and loss_pct.
+(a<->b), rtt_ms (2 x (delay + jitter)), bandwidth_mbps, loss_pct and queue_delay_ms (how long a full
+drop-tail queue holds a packet: the most delay a loaded link adds, which timers such as BFD's must
+outlast).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numbers
 
 from ansible_collections.longhaul.trainnet.plugins.module_utils.mtu import MTU_MAX, MTU_MIN
-from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import exact
+from ansible_collections.longhaul.trainnet.plugins.plugin_utils.bdp import BYTES_PER_MBIT_MS, bdp_bytes, exact
 
 LINK_REQUIRED = ('sites', 'delay_ms', 'rate_mbit')
 LINK_DEFAULTS = {'jitter_ms': 0, 'loss': 0.0, 'loss_model': 'bernoulli', 'loss_burst_packets': 1,
@@ -29,6 +31,21 @@ LOSS_MODELS = ('bernoulli', 'gilbert_elliott')
 MAX_BURST_PACKETS = 1000000
 MAX_RATE_MBIT = 10000
 MAX_DELAY_MS = 10000
+# queue_bytes 0: about one BDP of the round trip, but never a uselessly tiny queue.
+MIN_AUTO_QUEUE_BYTES = 64 * 1024
+
+
+def auto_queue_bytes(rate_mbit, delay_ms):
+    """The queue of a link whose queue_bytes is 0: about one bandwidth-delay product of the round
+    trip (delay_ms is one way), at least MIN_AUTO_QUEUE_BYTES."""
+    return max(bdp_bytes(rate_mbit, 2 * exact(delay_ms)), MIN_AUTO_QUEUE_BYTES)
+
+
+def queue_delay_ms(queue_bytes, rate_mbit, delay_ms):
+    """Milliseconds a full drop-tail queue of `queue_bytes` (0: auto_queue_bytes) holds a packet at
+    `rate_mbit`, rounded up: the most a loaded link adds to its delay."""
+    size = int(queue_bytes) or auto_queue_bytes(rate_mbit, delay_ms)
+    return -(-(size * 1000) // int(exact(rate_mbit) * BYTES_PER_MBIT_MS * 1000))
 
 
 def _is_number(value):
@@ -145,7 +162,8 @@ def normalise(links, site_names=None, required=LINK_REQUIRED, defaults=True):
         if 'delay_ms' in raw and 'rate_mbit' in raw:
             delay, jitter = exact(values['delay_ms']), exact(values['jitter_ms'])
             link.update(rtt_ms=_plain(2 * (delay + jitter)), bandwidth_mbps=_plain(exact(values['rate_mbit'])),
-                        loss_pct=_plain(exact(values['loss']) * 100))
+                        loss_pct=_plain(exact(values['loss']) * 100),
+                        queue_delay_ms=queue_delay_ms(values['queue_bytes'], values['rate_mbit'], values['delay_ms']))
         out.append(link)
     return out, problems
 

@@ -21,7 +21,6 @@ from conftest import REPO_ROOT, two_site_raw
 from trainnet_lab import lab as lab_module
 from trainnet_lab import netns
 from trainnet_lab import spec as spec_module
-from trainnet_lab.shaping import MIN_AUTO_QUEUE_BYTES, auto_queue_bytes
 from trainnet_lab.spec import SpecError, build_spec
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -51,9 +50,9 @@ def test_link_rules_are_the_collections_wan_model():
 @pytest.mark.parametrize("rate_mbit, delay_ms", [(50, 75), (200, 150), (1, 262.4), (10000, 0.35)])
 def test_default_queue_is_one_exact_bdp_of_the_round_trip(rate_mbit, delay_ms):
     # (1, 262.4): 1 Mbit/s x 524.8 ms is 65600 bytes; float arithmetic gave 65599.
-    expected = max(bdp_bytes(rate_mbit, 2 * delay_ms), MIN_AUTO_QUEUE_BYTES)
-    assert auto_queue_bytes(rate_mbit, delay_ms) == expected
-    assert auto_queue_bytes(1, 262.4) == 65600
+    expected = max(bdp_bytes(rate_mbit, 2 * delay_ms), wan_model.MIN_AUTO_QUEUE_BYTES)
+    assert wan_model.auto_queue_bytes(rate_mbit, delay_ms) == expected
+    assert wan_model.auto_queue_bytes(1, 262.4) == 65600
 
 
 def test_podman_and_host_commands_go_through_the_one_runner(monkeypatch):

@@ -55,6 +55,12 @@ def test_good_input_has_no_errors():
     (HOSTS, dict(SETTINGS, bfd_interval_ms=0), 'control_plane_bfd_interval_ms=0 is outside the allowed range 1-10000'),
     (HOSTS, dict(SETTINGS, bfd_idle_tx_ms=0), 'control_plane_bfd_idle_tx_ms=0 is outside the allowed range 1-10000'),
     (HOSTS, dict(SETTINGS, bfd_multiplier=1), 'control_plane_bfd_multiplier=1 is outside the allowed range 2-255'),
+    (HOSTS, dict(SETTINGS, path_queue_delay_ms=-1),
+     'control_plane_path_queue_delay_ms=-1 is outside the allowed range 0-10000'),
+    (HOSTS, dict(SETTINGS, path_queue_delay_ms=150),
+     'control_plane_bfd_interval_ms x control_plane_bfd_multiplier = 150 ms is shorter than '
+     'control_plane_path_queue_delay_ms=150 plus two intervals: a loaded path delays BFD packets that long and '
+     'the session would go down with no fault; set control_plane_bfd_multiplier to 5 or more (250 ms)'),
     (hosts_with('cn-master', tunnel_address='10.9.0.1'), SETTINGS,
      'control_plane_tunnel_address=10.9.0.1 on host cn-master must be one of the first 254 host addresses'),
     (hosts_with('cn-master', endpoint='home.example'), SETTINGS,
@@ -182,3 +188,13 @@ def test_master_without_endpoint_is_allowed():
     plan = cp.plan(hosts_with('cn-master', endpoint=''), SETTINGS, 'usw-anchor')
     master = [t for t in plan['tunnels'] if t['peer'] == 'cn-master'][0]
     assert master['endpoint'] == '' and master['endpoint_address'] == ''
+
+
+@pytest.mark.parametrize('interval, delay, multiplier', [(50, 0, 2), (50, 1, 3), (50, 150, 5), (50, 151, 6),
+                                                         (50, 200, 6), (100, 70, 3), (1000, 10, 3)])
+def test_bfd_multiplier_outlasts_a_full_queue_and_one_loss(interval, delay, multiplier):
+    assert cp.bfd_multiplier_for(interval, delay) == multiplier
+    settings = dict(SETTINGS, bfd_interval_ms=interval, path_queue_delay_ms=delay)
+    assert cp.bfd_timing_problems(dict(settings, bfd_multiplier=multiplier)) == []
+    if delay:   # one less is refused
+        assert len(cp.bfd_timing_problems(dict(settings, bfd_multiplier=multiplier - 1))) == 1

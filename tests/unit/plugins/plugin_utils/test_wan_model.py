@@ -28,6 +28,8 @@ def test_the_lab_matrix_normalised():
         ("cn-home<->us-east", 1500, 200, 50, 0.7),      # decimal arithmetic: 0.007 x 100 is 0.7
         ("us-west<->us-east", 1500, 75.5, 100, 0)]
     assert links[1]["icmp_blackhole"] is False and links[1]["loss_model"] == "bernoulli"
+    # a full one-BDP queue holds a packet one round trip (without jitter); 37.5 ms x 2 x 100 Mbit/s is 937500 B
+    assert [l["queue_delay_ms"] for l in links] == [150, 200, 75]
     assert LAB[1] == {"sites": ["cn-home", "us-east"], "delay_ms": 100, "rate_mbit": 50, "loss": 0.007}  # not modified
 
 
@@ -86,3 +88,13 @@ def test_the_filter_returns_the_model_or_fails_listing_every_problem():
     with pytest.raises(AnsibleFilterError, match="sites must be a dict"):
         wan_filter.wan_links(LAB, SITES)
     assert set(wan_filter.FilterModule().filters()) == {"wan_links"}
+
+
+@pytest.mark.parametrize("queue_bytes, rate_mbit, delay_ms, expected", [
+    (0, 50, 75, 150),            # one BDP of the round trip: one RTT
+    (0, 1000, 0.5, 1),           # the 64 KiB floor: 65536 B at 1 Gbit/s is 0.52 ms, rounded up
+    (125000, 10, 5, 100),        # a queue of its own: 1 Mbit at 10 Mbit/s
+    (125001, 10, 5, 101),        # a byte more: rounded up, never under
+])
+def test_queue_delay_is_how_long_a_full_queue_holds_a_packet(queue_bytes, rate_mbit, delay_ms, expected):
+    assert wm.queue_delay_ms(queue_bytes, rate_mbit, delay_ms) == expected
