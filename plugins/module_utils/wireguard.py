@@ -279,11 +279,13 @@ def _size(count):
 
 def describe_peers(handshakes_text, transfer_text, now, small_answered):
     """Why a verify got no answer, from `wg show IFACE latest-handshakes` and `wg show IFACE transfer`
-    (neither holds a secret) and whether a small ping through the tunnel answered: no handshake (the
-    peer is not running, has another key, or the underlay drops its UDP), or a handshake whose
-    full-size packets are lost (the path's MTU is below the tunnel's outer packet)."""
+    read when it gave up (neither holds a secret) and whether a small ping through the tunnel answered
+    afterwards: no handshake (the peer is not running, has another key, the underlay drops its UDP, or,
+    when its initiations arrive, both ends' initiations kept crossing), or a handshake whose full-size
+    packets are lost (the path's MTU is below the tunnel's outer packet). wireguard-go and the kernel
+    count a handshake message as received only once it was accepted."""
     handshakes = dict(line.split('\t')[:2] for line in handshakes_text.splitlines() if '\t' in line)
-    notes = []
+    notes, shaken = [], False
     for line in transfer_text.splitlines():
         fields = line.split('\t')
         if len(fields) < 3:
@@ -292,11 +294,15 @@ def describe_peers(handshakes_text, transfer_text, now, small_answered):
         last = int(handshakes.get(key, '0') or 0)
         traffic = 'sent %s, received %s' % (_size(sent), _size(received))
         if last == 0:
-            notes.append('peer %s...: no handshake (%s)' % (key[:8], traffic))
+            notes.append('peer %s...: no handshake (%s%s)' % (
+                key[:8], traffic, '; its initiations arrive: the two ends\' first handshakes crossed' if received else ''))
         else:
+            shaken = True
             notes.append('peer %s...: last handshake %d s ago (%s)' % (key[:8], max(0, int(now) - last), traffic))
-    if small_answered:
+    if small_answered and shaken:
         notes.append('small pings answer: the path does not carry the tunnel\'s full-size packets')
+    elif small_answered:
+        notes.append('a small ping answers now: the first handshake completed only after the verify time')
     elif small_answered is not None:
         notes.append('small pings get no answer either')
     return '; '.join(notes) or 'no peer configured'

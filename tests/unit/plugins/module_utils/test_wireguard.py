@@ -186,3 +186,11 @@ def test_describe_peers_names_every_peer_and_copes_with_nothing():
     text = wg.describe_peers('%s\t0\n%s\t5\n' % (KEY_A, KEY_B), '%s\t0\t0\n%s\t1\t2\n' % (KEY_A, KEY_B), 4, None)
     assert text == 'peer AAAAAAAA...: no handshake (sent 0 B, received 0 B); peer BBBBBBBB...: last handshake 0 s ago (sent 2 B, received 1 B)'
     assert wg.describe_peers('', '', 0, None) == 'no peer configured'
+
+
+def test_describe_peers_tells_crossed_first_handshakes_from_a_path_too_small():
+    # as the lab showed it: 4 initiations of the peer accepted (148 B each), none of its responses
+    crossed = wg.describe_peers('%s\t0\n' % KEY_A, '%s\t592\t1108\n' % KEY_A, 1000, True)
+    assert crossed == ("peer AAAAAAAA...: no handshake (sent 1.1 KiB, received 592 B; its initiations arrive: the two "
+                       "ends' first handshakes crossed); a small ping answers now: the first handshake completed only "
+                       "after the verify time")
