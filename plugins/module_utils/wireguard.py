@@ -270,6 +270,44 @@ def ping_argv(target, ifname, mtu):
     return ['ping', '-n', '-q', '-c', '1', '-W', '1', '-M', 'do', '-s', str(int(mtu) - overhead), '-I', ifname, target]
 
 
+# Seconds an end that leaves the first handshake to its peer waits for it: far longer than an ocean
+# path's one-way delay and the skew between two ends' module starts, shorter than WireGuard's 5 s retry.
+AWAIT_PEER_HANDSHAKE = 2.0
+
+
+def awaits_peer(own_addresses, target):
+    """Whether this end leaves the first handshake towards `target` to the peer, when both ends verify at
+    once: the end whose tunnel address (of the target's IP version) is the higher one waits. Two first
+    initiations that cross on the path each replace the other end's own handshake, both answers are
+    dropped, and WireGuard retries only after 5 s (5-5.33 s per round, often crossing again)."""
+    wanted = ipaddress.ip_address(target)
+    for entry in own_addresses:
+        local = ipaddress.ip_interface(entry.split()[0]).ip
+        if local.version == wanted.version and local != wanted:
+            return local > wanted
+    return False
+
+
+def peer_handshakes(allowed_ips_text, handshakes_text, targets):
+    """The targets whose peer (the one whose allowed IPs hold the target, from `wg show IFACE
+    allowed-ips`) has completed a handshake (`wg show IFACE latest-handshakes`). A responder counts its
+    handshake once the initiator's first data packet arrived: the session is then usable both ways."""
+    last = dict(line.split('\t')[:2] for line in handshakes_text.splitlines() if '\t' in line)
+    networks = []
+    for line in allowed_ips_text.splitlines():
+        key, _sep, allowed = line.partition('\t')
+        for network in allowed.split():
+            if network != '(none)':
+                networks.append((ipaddress.ip_network(network, strict=False), key))
+    done = []
+    for target in targets:
+        address = ipaddress.ip_address(target)
+        owners = [(net.prefixlen, key) for net, key in networks if net.version == address.version and address in net]
+        if owners and int(last.get(max(owners)[1], '0') or 0) > 0:
+            done.append(target)
+    return done
+
+
 def _size(count):
     for unit in ('B', 'KiB', 'MiB'):
         if count < 1024 or unit == 'MiB':

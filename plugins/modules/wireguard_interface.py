@@ -140,6 +140,16 @@ options:
       other end's own is retried by WireGuard after 5 s.
     type: int
     default: 30
+  verify_together:
+    description:
+      - The peers named in O(verify) verify towards this end at the same time (every end of the tunnel changed
+        in one run, as both tunnel roles do). For each of them the end with the higher tunnel address waits
+        up to 2 s for the peer's first handshake before it pings (at once when there is one already).
+      - Two first initiations sent at once cross on the path, each end drops the answer to its own, and
+        WireGuard retries only after 5-5.33 s (often crossing again); one end waiting makes the first
+        handshake one round trip.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -226,8 +236,8 @@ from ansible_collections.longhaul.trainnet.plugins.module_utils.command import r
 from ansible_collections.longhaul.trainnet.plugins.module_utils.errors import describe_os_error
 from ansible_collections.longhaul.trainnet.plugins.module_utils.textfile import write_atomic
 from ansible_collections.longhaul.trainnet.plugins.module_utils.wireguard import (
-    IP, WG, WireGuardInputError, address_argv, address_key, check_input, config_differences, live_addresses,
-    describe_peers, parse_config, ping_argv, redact, render_config, render_unit, reset_peers, without_private_key)
+    AWAIT_PEER_HANDSHAKE, IP, WG, WireGuardInputError, address_argv, awaits_peer, address_key, check_input, config_differences, live_addresses,
+    describe_peers, parse_config, peer_handshakes, ping_argv, redact, render_config, render_unit, reset_peers, without_private_key)
 
 LIMIT = 30      # seconds for one wg, ip or systemctl call
 # Seconds a failed verify keeps the new state before putting the previous one back. The peers verify
@@ -304,14 +314,27 @@ class Interface(object):
         return False
 
     def unanswered(self, targets, mtu, timeout):
-        """The targets that did not answer a full-size DF ping through the interface within `timeout`."""
-        deadline = time.time() + timeout
+        """The targets that did not answer a full-size DF ping through the interface within `timeout`.
+        With verify_together, a target whose peer starts the first handshake (awaits_peer) is pinged once
+        that handshake is there, or after AWAIT_PEER_HANDSHAKE at the latest."""
+        start = time.time()
+        deadline, await_until = start + timeout, start + min(AWAIT_PEER_HANDSHAKE, timeout)
+        awaited = set()
+        if self.module.params['verify_together']:
+            own = live_addresses(json.loads(self.run([IP, '-j', 'address', 'show', 'dev', self.name], check=False).out or '[]'))
+            awaited = set(t for t in targets if awaits_peer(own, t))
+            allowed = self.run([WG, 'show', self.name, 'allowed-ips'], check=False).out if awaited else ''
         left = list(targets)
         while left:
-            left = [t for t in left if run_bounded(ping_argv(t, self.name, mtu), 5).rc != 0]
+            if awaited and time.time() < await_until:
+                awaited -= set(peer_handshakes(allowed, self.run([WG, 'show', self.name, 'latest-handshakes'],
+                                                                 check=False).out, awaited))
+            else:
+                awaited = set()
+            left = [t for t in left if t in awaited or run_bounded(ping_argv(t, self.name, mtu), 5).rc != 0]
             if not left or time.time() >= deadline:
                 break
-            time.sleep(0.2)
+            time.sleep(0.05 if awaited else 0.2)
         return left
 
     # --- the files -------------------------------------------------------------------------------
@@ -533,6 +556,7 @@ def main():
             unit_before=dict(type='list', elements='str', default=[]),
             verify=dict(type='list', elements='str', default=[]),
             verify_timeout=dict(type='int', default=30),
+            verify_together=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )

@@ -194,3 +194,26 @@ def test_describe_peers_tells_crossed_first_handshakes_from_a_path_too_small():
     assert crossed == ("peer AAAAAAAA...: no handshake (sent 1.1 KiB, received 592 B; its initiations arrive: the two "
                        "ends' first handshakes crossed); a small ping answers now: the first handshake completed only "
                        "after the verify time")
+
+
+def test_the_end_with_the_higher_tunnel_address_awaits_the_first_handshake():
+    # control plane: one point-to-point interface per peer; sync tunnel: one interface, a mesh
+    assert wg.awaits_peer(['198.19.254.2 peer 198.19.254.1/32'], '198.19.254.1') is True
+    assert wg.awaits_peer(['198.19.254.1 peer 198.19.254.2/32'], '198.19.254.2') is False
+    assert wg.awaits_peer(['10.255.2.3/24'], '10.255.2.1') is True
+    assert wg.awaits_peer(['10.255.2.3/24'], '10.255.2.4') is False
+    # an address of the other IP version decides nothing; no address: initiate
+    assert wg.awaits_peer(['fd00::9/64', '10.255.2.3/24'], '10.255.2.1') is True
+    assert wg.awaits_peer(['fd00::9/64'], '10.255.2.1') is False
+    assert wg.awaits_peer([], '10.255.2.1') is False
+
+
+def test_peer_handshakes_finds_each_targets_peer_by_its_allowed_ips():
+    allowed = '%s\t10.255.2.1/32 198.18.1.0/24\n%s\t0.0.0.0/0\nC%s\t(none)\n' % (KEY_A, KEY_B, KEY_A[1:])
+    handshakes = '%s\t0\n%s\t1700000000\nC%s\t0\n' % (KEY_A, KEY_B, KEY_A[1:])
+    # 10.255.2.1 is KEY_A's (no handshake yet); 10.9.9.9 only falls in KEY_B's 0.0.0.0/0 (done)
+    assert wg.peer_handshakes(allowed, handshakes, ['10.255.2.1', '10.9.9.9']) == ['10.9.9.9']
+    # the most specific route decides, as in WireGuard's cryptokey routing
+    assert wg.peer_handshakes(allowed, handshakes, ['198.18.1.7']) == []
+    assert wg.peer_handshakes(allowed, handshakes.replace('%s\t0' % KEY_A, '%s\t5' % KEY_A, 1), ['10.255.2.1']) == ['10.255.2.1']
+    assert wg.peer_handshakes('', '', ['10.255.2.1']) == []

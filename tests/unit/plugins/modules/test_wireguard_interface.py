@@ -42,6 +42,8 @@ class FakeHost(object):
         self.addresses = []
         self.calls = []                 # (argv, stdin)
         self.enabled = False
+        self.handshake_reads = 0        # `wg show latest-handshakes` reads that found no handshake yet
+        self.shaken_after = 0           # reads before the peer's first handshake is there (None: never)
 
     @property
     def sysfs(self):
@@ -83,7 +85,13 @@ class FakeHost(object):
         if tool == 'wg' and args[0] == 'showconf':
             return CommandResult(0, self.showconf(), '')
         if tool == 'wg' and args[0] == 'show' and args[2:] == ['latest-handshakes']:   # a peer that answered once
-            return CommandResult(0, ''.join('%s\t%d\n' % (key, int(time.time()) - 30) for key in self.config['peers']), '')
+            shaken = self.shaken_after is not None and self.handshake_reads >= self.shaken_after
+            self.handshake_reads += 0 if shaken else 1
+            return CommandResult(0, ''.join('%s\t%d\n' % (key, int(time.time()) - 30 if shaken else 0)
+                                            for key in self.config['peers']), '')
+        if tool == 'wg' and args[0] == 'show' and args[2:] == ['allowed-ips']:
+            return CommandResult(0, ''.join('%s\t%s\n' % (key, ' '.join(peer['allowedips']))
+                                            for key, peer in self.config['peers'].items()), '')
         if tool == 'wg' and args[0] == 'show' and args[2:] == ['transfer']:
             return CommandResult(0, ''.join('%s\t3000\t5000\n' % key for key in self.config['peers']), '')
         if tool == 'wg' and args[0] == 'show':
@@ -263,3 +271,32 @@ def test_absent_removes_the_interface_its_files_and_its_record(host):
     assert not os.path.exists(os.path.join(host.root, 'etc', 'wgt0.conf'))
     assert not os.path.exists(os.path.join(host.root, 'units', 'trainnet-wg-wgt0.service'))
     assert call(host, state='absent')['changed'] is False
+
+
+def pings_and_reads(host):
+    return [('ping' if argv[0] == 'ping' else 'handshakes') for argv, _data in host.calls
+            if argv[0] == 'ping' or argv[-1] == 'latest-handshakes']
+
+
+def test_verifying_together_the_higher_address_lets_the_peer_start_the_first_handshake(host):
+    # this end 10.9.0.3, its peer 10.9.0.2 verifying at the same time: the peer initiates
+    call(host, addresses=['10.9.0.3/24'])
+    host.shaken_after = 3
+    host.calls = []
+    done = call(host, addresses=['10.9.0.3/24'], mtu=1380, verify=['10.9.0.2'], verify_together=True)
+    assert done['verified'] == ['10.9.0.2'], done
+    assert pings_and_reads(host) == ['handshakes'] * 4 + ['ping']      # no ping before the peer's handshake
+    # the lower address pings at once
+    host.shaken_after, host.handshake_reads, host.calls = None, 0, []
+    done = call(host, mtu=1370, verify=['10.9.0.2'], verify_together=True)
+    assert done['verified'] == ['10.9.0.2'] and pings_and_reads(host) == ['ping'], pings_and_reads(host)
+
+
+def test_a_first_handshake_that_never_comes_is_started_here_after_the_wait(host):
+    call(host, addresses=['10.9.0.3/24'])
+    host.shaken_after, host.calls = None, []                # the peer is not verifying: nothing arrives
+    with mock.patch.object(wireguard_interface, 'AWAIT_PEER_HANDSHAKE', 0.3):
+        started = time.time()
+        done = call(host, addresses=['10.9.0.3/24'], mtu=1380, verify=['10.9.0.2'], verify_together=True)
+    assert done['verified'] == ['10.9.0.2'] and 0.3 <= time.time() - started < 5
+    assert pings_and_reads(host)[-1] == 'ping' and pings_and_reads(host).count('ping') == 1
