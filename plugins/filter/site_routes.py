@@ -80,26 +80,34 @@ def site_path_routes(wan_links, sites, site):
 
 
 def _measured(results, host):
-    """[(address, mtu, peer)] of the pairs ``host`` measured as the source, with a path MTU."""
+    """[(address, mtu, other host)] of the pairs with a path MTU that ``host`` is an end of: measured from
+    it (towards ``peer_address``) or towards it (back to ``source_address``, where the record has one).
+    A path MTU holds both ways: the path's smallest hop carries neither direction's bigger packets.
+    The smallest MTU of each address wins."""
     if not results:
         return []
     pairs = results.get("pairs") if isinstance(results, dict) else None
     if not isinstance(pairs, list):
         raise AnsibleFilterError("effective_path_routes: measured must be a measure results.json "
                                  "(a dict with a 'pairs' list)")
-    found = []
+    smallest = {}
     for record in pairs:
-        if not isinstance(record, dict) or record.get("source") != host:
+        if not isinstance(record, dict):
+            continue
+        if record.get("source") == host:
+            address, other = record.get("peer_address"), record.get("peer")
+        elif record.get("peer") == host and host is not None:
+            address, other = record.get("source_address"), record.get("source")
+        else:
             continue
         mtu = (record.get("result") or {}).get("path_mtu_bytes")
-        address = record.get("peer_address")
         try:
             ipaddress.ip_address(address)
         except (TypeError, ValueError):
             continue  # a host name: the route needs an address
-        if isinstance(mtu, int) and not isinstance(mtu, bool):
-            found.append((address, mtu, record.get("peer", address)))
-    return found
+        if isinstance(mtu, int) and not isinstance(mtu, bool) and (address not in smallest or mtu < smallest[address][0]):
+            smallest[address] = (mtu, other or address)
+    return [(address, mtu, other) for address, (mtu, other) in smallest.items()]
 
 
 def path_window_segments(route, mss, first_flight_bytes):

@@ -657,7 +657,7 @@ def test_a_path_below_the_interface_mtu_gets_a_route_of_its_own(lab, tmp_path, f
     """Issue 12, per-destination path MTU. cn-home<->us-east becomes a 1280-byte path that black-holes
     ICMP (50 Mbit/s, 150 ms RTT, no random loss) while the tuned hosts keep their 1400-byte interface:
     measure.yml finds the path MTU (and the stall); tune.yml, given that results.json, gives cn-gpu1's
-    route to us-east that MTU (advmss 1240 makes use-gpu1 send segments that fit as well); measure.yml
+    route to us-east that MTU, and use-gpu1's route back the same (the path MTU holds both ways); measure.yml
     then shows >= 0.85 of the link rate both ways. 30 s runs: BBR's start-up at 150 ms costs a second
     or two of the 10 s default, and 20 s runs came within 1 % of the bound (42.9 Mbit/s once). The link and the routes are put back afterwards (tune.yml without the results)."""
     pairs = [("cn-gpu1", "use-gpu1"), ("use-gpu1", "cn-gpu1")]
@@ -673,6 +673,9 @@ def test_a_path_below_the_interface_mtu_gets_a_route_of_its_own(lab, tmp_path, f
         assert tuned.returncode == 0, (tuned.stdout + tuned.stderr)[-3000:]
         route = on(lab, "cn-gpu1", "ip route show 198.18.3.0/24 proto 250").stdout
         assert "mtu 1280 advmss 1240" in route, route
+        # The path MTU holds both ways: the measured host's route back gets it too (issue 25).
+        back = on(lab, "use-gpu1", "ip route show 198.18.1.0/24 proto 250").stdout
+        assert "mtu 1280 advmss 1240" in back, back
         after, _ = measure(tmp_path, "after", pairs, 30)
         # A second run for a pair under the bound, as the other throughput tests do: BBR at 0.85
         # of the link has little margin (42.2-44.0 Mbit/s over the recent runs for a 42.5 bound).
@@ -693,3 +696,4 @@ def test_a_path_below_the_interface_mtu_gets_a_route_of_its_own(lab, tmp_path, f
     assert all(v >= 0.85 * rate for v in speeds.values()), {p: after[p]["result"] for p in pairs}
     assert restored.returncode == 0, (restored.stdout + restored.stderr)[-3000:]
     assert "mtu 1400 advmss 1360" in on(lab, "cn-gpu1", "ip route show 198.18.3.0/24 proto 250").stdout
+    assert "mtu 1400 advmss 1360" in on(lab, "use-gpu1", "ip route show 198.18.1.0/24 proto 250").stdout

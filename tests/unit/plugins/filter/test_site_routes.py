@@ -71,6 +71,24 @@ def test_effective_routes_take_the_smallest_known_mtu():
     assert [r["mtu"] for r in pm.effective_path_routes(routes)] == [1500, 1500]
 
 
+def test_a_measured_path_mtu_holds_both_ways():
+    routes = [{"name": "cn-home<->us-east", "prefix": "198.18.3.0/24", "mtu": 1500}]
+    measured = results(("cn-gpu1", "use-gpu1", "198.18.3.11", 1280))
+    measured["pairs"][0]["source_address"] = "198.18.1.11"
+    back = [{"name": "cn-home<->us-east", "prefix": "198.18.1.0/24", "mtu": 1500}]
+    # the measured host's route back to the source gets the same MTU (the source's side as before)
+    assert pm.effective_path_routes(back, 1400, measured, "use-gpu1") == [
+        {"name": "cn-home<->us-east (measured from cn-gpu1)", "prefix": "198.18.1.0/24", "mtu": 1280}]
+    assert pm.effective_path_routes(routes, 1400, measured, "cn-gpu1")[0]["mtu"] == 1280
+    # both directions measured: the smaller one counts for both ends, one host route per address
+    measured["pairs"].append({"source": "use-gpu1", "peer": "cn-gpu1", "peer_address": "198.18.1.11",
+                              "source_address": "198.18.3.11", "result": {"path_mtu_bytes": 1240}})
+    assert pm.effective_path_routes([], 1400, measured, "cn-gpu1") == [
+        {"name": "measured use-gpu1", "prefix": "198.18.3.11/32", "mtu": 1240}]
+    assert pm.effective_path_routes([], 1400, measured, "use-gpu1") == [
+        {"name": "measured cn-gpu1", "prefix": "198.18.1.11/32", "mtu": 1240}]
+
+
 @pytest.mark.parametrize("routes, kwargs, text", [
     ([{"mtu": 1400}], {}, "needs a prefix"),
     ([], {"first_flight_bytes": -1}, "first_flight_bytes must be a number >= 0"),
