@@ -33,7 +33,8 @@ if [[ $EUID -ne 0 ]]; then
   exit 1
 fi
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step says when it started (minutes:seconds since the demo began): where a slow machine spends them.
+step() { printf '\n=== %s (at %d:%02d)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "1/7 bootstrap: packages, virtualenv, base image (quick when already done)"
 # Sourcing exports PATH (.venv first), CONTAINERS_CONF and ANSIBLE_CONFIG for the steps below.
@@ -128,6 +129,7 @@ lab status > "$results/lab-status.txt" 2>&1 || true
 
 cat <<EOF
 
+Demo done in $((SECONDS / 60)) min $((SECONDS % 60)) s.
 Results: $results/ (summary.md, before.json, after.json, report.html: before/after charts,
   before/ and after/: each measure.yml run with its logs and reports, site.log, lab-status.txt,
   train/: each node's logs of the training runs)
